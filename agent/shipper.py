@@ -1,0 +1,161 @@
+"""Sends spooled batches to the server in order: retries with exponential backoff and full jitter,
+keeps everything on disk while the server is away, and registers/heartbeats the node."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+
+import httpx
+
+from agent.spool import Spool, SpoolItem
+from gpuwatch import __version__
+from gpuwatch.protocol import Heartbeat, RegisterRequest
+
+log = logging.getLogger("gpuwatch.agent.shipper")
+
+# Statuses after which resending the same bytes can never succeed.
+_PERMANENT = {400, 413, 415, 422}
+
+
+class Backoff:
+    """Exponential backoff with full jitter: after n failures wait uniform(0, min(cap, base·2ⁿ))."""
+
+    def __init__(self, base: float = 0.5, cap: float = 30.0, rng: random.Random | None = None) -> None:
+        self.base, self.cap, self.failures = base, cap, 0
+        self._rng = rng or random.Random()
+
+    def next_delay(self) -> float:
+        delay = self._rng.uniform(0, min(self.cap, self.base * 2**self.failures))
+        self.failures += 1
+        return delay
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class ServerClient:
+    """The agent's one HTTP client to the server."""
+
+    def __init__(self, base_url: str, token: str, timeout_s: float = 10.0) -> None:
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            headers={"Authorization": f"Bearer {token}", "User-Agent": f"gpuwatch-agent/{__version__}"},
+            timeout=timeout_s,
+        )
+
+    def register(self, req: RegisterRequest) -> httpx.Response:
+        return self._post("/api/v1/nodes/register", req.model_dump_json().encode())
+
+    def heartbeat(self, beat: Heartbeat) -> httpx.Response:
+        return self._post("/api/v1/nodes/heartbeat", beat.model_dump_json().encode())
+
+    def send_batch(self, gzipped: bytes) -> httpx.Response:
+        return self._post("/api/v1/ingest", gzipped, gzip=True)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _post(self, path: str, body: bytes, gzip: bool = False) -> httpx.Response:
+        headers = {"Content-Type": "application/json"}
+        if gzip:
+            headers["Content-Encoding"] = "gzip"
+        return self._http.post(path, content=body, headers=headers)
+
+
+class Shipper:
+    """The sending side of the agent, run on its own thread so slow networks never delay sampling."""
+
+    def __init__(
+        self,
+        client: ServerClient,
+        spool: Spool,
+        registration: Callable[[], RegisterRequest],
+        heartbeat_s: float = 10.0,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.client = client
+        self.spool = spool
+        self._registration = registration
+        self._heartbeat_s = heartbeat_s
+        self.backoff = backoff or Backoff()
+        self.registered = False
+        self.sent_batches = 0
+        self.wakeup = threading.Event()
+        self._last_beat = 0.0
+
+    def run(self, stop: threading.Event, drain_s: float = 5.0) -> None:
+        """Ship until ``stop`` is set, then try for up to ``drain_s`` to empty the spool."""
+        while not stop.is_set():
+            delay = self.step()
+            if delay:
+                # Backing off: only shutdown interrupts. Idle: new data (wakeup) does too.
+                (stop if self.backoff.failures else self.wakeup).wait(delay)
+                self.wakeup.clear()
+        deadline = time.monotonic() + drain_s
+        while self.spool.peek() is not None and time.monotonic() < deadline:
+            if self.step():
+                break  # the server is away: what is left stays spooled for the next start
+
+    def step(self) -> float:
+        """Do one unit of work; return how long to wait before the next (0 = go on at once)."""
+        try:
+            if not self.registered:
+                self._register()
+            item = self.spool.peek()
+            if item is None:
+                self._maybe_heartbeat()
+                return 0.25
+            self._send(item)
+        except (httpx.TransportError, _Retry) as exc:
+            delay = self.backoff.next_delay()
+            log.warning(
+                "server unreachable or unwilling (%s); retrying in %.1fs, %d batches spooled",
+                exc,
+                delay,
+                self.spool.stats()[0],
+            )
+            return delay
+        self.backoff.reset()
+        return 0.0
+
+    def _register(self) -> None:
+        resp = self.client.register(self._registration())
+        _check(resp, "registration")
+        self.registered = True
+        log.info("registered with the server as %s", resp.json().get("node"))
+
+    def _send(self, item: SpoolItem) -> None:
+        resp = self.client.send_batch(item.read())
+        if resp.status_code in _PERMANENT:
+            self.spool.reject(item, f"HTTP {resp.status_code}: {resp.text[:500]}")
+            return
+        _check(resp, f"batch {item.batch_id}")
+        self.spool.remove(item)
+        self.sent_batches += 1
+
+    def _maybe_heartbeat(self) -> None:
+        now = time.time()
+        if now - self._last_beat < self._heartbeat_s:
+            return
+        files, size = self.spool.stats()
+        beat = Heartbeat(ts=now, spool_files=files, spool_bytes=size, dropped=self.spool.dropped_snapshot())
+        _check(self.client.heartbeat(beat), "heartbeat")
+        self._last_beat = now
+
+
+class _Retry(Exception):
+    """A response that means: try the same request again later."""
+
+
+def _check(resp: httpx.Response, what: str) -> None:
+    if resp.status_code < 300:
+        return
+    if resp.status_code in (401, 403):
+        log.error(
+            "%s refused: %s: check --token (create one with `gpuwatch token create --node NAME`)", what, resp.text[:200]
+        )
+    raise _Retry(f"{what}: HTTP {resp.status_code}")

@@ -1,0 +1,117 @@
+"""A bounded on-disk queue of ready-to-send batches.
+
+Every batch is written here before it is sent, so neither a dead server nor an agent restart loses
+it; files are named by batch id, which increases, so replay is in order. Past ``max_bytes`` the
+oldest batches are dropped and their item counts added to ``dropped`` (persisted, and reported to the
+server with every batch) — never silently.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("gpuwatch.agent.spool")
+
+_NAME = re.compile(r"^(\d{20})\.(\d+)-(\d+)-(\d+)\.json\.gz$")
+KINDS = ("samples", "logs", "events")
+
+
+@dataclass(frozen=True, slots=True)
+class SpoolItem:
+    path: Path
+    batch_id: int
+    counts: dict[str, int]
+
+    def read(self) -> bytes:
+        return self.path.read_bytes()
+
+
+def _item(path: Path) -> SpoolItem | None:
+    m = _NAME.match(path.name)
+    if m is None:
+        return None
+    return SpoolItem(path, int(m.group(1)), dict(zip(KINDS, map(int, m.groups()[1:]), strict=True)))
+
+
+class Spool:
+    def __init__(self, directory: Path, max_bytes: int) -> None:
+        self.directory = directory
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "rejected").mkdir(exist_ok=True)
+        for stale in directory.glob("*.tmp"):  # a write interrupted by a crash: never acknowledged
+            stale.unlink()
+        self._items = sorted(filter(None, map(_item, directory.iterdir())), key=lambda i: i.batch_id)
+        self._bytes = sum(i.path.stat().st_size for i in self._items)
+        self._dropped_path = directory / "dropped.json"
+        self.dropped: dict[str, int] = json.loads(self._dropped_path.read_text()) if self._dropped_path.exists() else {}
+
+    def put(self, batch_id: int, body: bytes, counts: dict[str, int]) -> None:
+        """Durably queue a gzipped batch body, dropping the oldest batches if over the bound."""
+        name = f"{batch_id:020d}." + "-".join(str(counts.get(k, 0)) for k in KINDS) + ".json.gz"
+        tmp = self.directory / (name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.directory / name)
+        with self._lock:
+            self._items.append(SpoolItem(self.directory / name, batch_id, counts))
+            self._bytes += len(body)
+            while self._bytes > self.max_bytes and len(self._items) > 1:
+                self._drop_oldest()
+
+    def peek(self) -> SpoolItem | None:
+        with self._lock:
+            return self._items[0] if self._items else None
+
+    def remove(self, item: SpoolItem) -> None:
+        """The server acknowledged ``item``."""
+        with self._lock:
+            self._forget(item)
+            item.path.unlink(missing_ok=True)
+
+    def reject(self, item: SpoolItem, why: str) -> None:
+        """The server refused ``item`` for good (4xx): keep it aside for a person and count it dropped."""
+        log.error("server rejected batch %d for good (%s); kept in %s", item.batch_id, why, self.directory / "rejected")
+        with self._lock:
+            self._forget(item)
+            if item.path.exists():
+                os.replace(item.path, self.directory / "rejected" / item.path.name)
+            self._count_dropped(item, "rejected_")
+
+    def stats(self) -> tuple[int, int]:
+        """(files, bytes) waiting."""
+        with self._lock:
+            return len(self._items), self._bytes
+
+    def dropped_snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.dropped)
+
+    def _drop_oldest(self) -> None:
+        item = self._items[0]
+        log.warning("spool over %d bytes: dropping batch %d %s", self.max_bytes, item.batch_id, item.counts)
+        self._forget(item)
+        item.path.unlink(missing_ok=True)
+        self._count_dropped(item, "")
+
+    def _forget(self, item: SpoolItem) -> None:
+        if item in self._items:
+            self._items.remove(item)
+            self._bytes -= item.path.stat().st_size if item.path.exists() else 0
+
+    def _count_dropped(self, item: SpoolItem, prefix: str) -> None:
+        for kind, n in item.counts.items():
+            if n:
+                self.dropped[prefix + kind] = self.dropped.get(prefix + kind, 0) + n
+        tmp = self._dropped_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.dropped))
+        os.replace(tmp, self._dropped_path)

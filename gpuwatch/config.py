@@ -1,0 +1,96 @@
+"""The one configuration object for every gpuwatch process.
+
+Values come, highest priority first, from command-line flags (passed as overrides), ``GPUWATCH_*``
+environment variables, the TOML file named by ``GPUWATCH_CONFIG`` (or ``--config``), and the defaults
+below. The README's configuration table lists every field.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+CONFIG_ENV = "GPUWATCH_CONFIG"
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "gpuwatch"
+
+
+class Settings(BaseSettings):
+    """Configuration shared by the server, the agent and the CLI."""
+
+    model_config = SettingsConfigDict(env_prefix="GPUWATCH_", extra="forbid")
+
+    # shared
+    data_dir: Path = Field(default_factory=_default_data_dir, description="where SQLite and spools live")
+    log_level: str = "INFO"
+
+    # server
+    database_url: str | None = Field(default=None, description="SQLAlchemy URL; default SQLite in data_dir")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8600, ge=0, le=65535)
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, description="request body limit (also after gunzip)")
+    node_timeout_s: float = Field(default=30.0, gt=0, description="a node is down after this long without data")
+    ring_size: int = Field(default=600, ge=1, description="recent samples kept in memory per GPU")
+    db_busy_timeout_ms: int = Field(default=5000, ge=0, description="SQLite lock wait before giving up")
+
+    # agent
+    server_url: str = "http://127.0.0.1:8600"
+    token: str | None = None
+    node: str = Field(default_factory=lambda: socket.gethostname().split(".")[0])
+    interval_s: float = Field(default=1.0, gt=0, description="GPU sampling period")
+    flush_s: float = Field(default=2.0, gt=0, description="how often the agent ships a batch")
+    heartbeat_s: float = Field(default=10.0, gt=0)
+    spool_dir: Path | None = Field(default=None, description="default: <data_dir>/agent/<node>/spool")
+    spool_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    backoff_max_s: float = Field(default=30.0, gt=0, description="longest wait between retries")
+    log_files: list[Path] = Field(default_factory=list, description="job logs the agent tails")
+    simulate: int = Field(default=0, ge=0, le=64, description="simulated GPUs instead of NVML")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = os.environ.get(CONFIG_ENV)
+        if path:
+            if not Path(path).is_file():
+                raise FileNotFoundError(f"{CONFIG_ENV}={path}: no such configuration file")
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+    @property
+    def effective_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'gpuwatch.db'}"
+
+    @property
+    def agent_dir(self) -> Path:
+        return self.data_dir / "agent" / self.node
+
+    @property
+    def effective_spool_dir(self) -> Path:
+        return self.spool_dir or self.agent_dir / "spool"
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build the settings; ``overrides`` that are None (flags not given) do not override anything."""
+    if config_file is not None:
+        os.environ[CONFIG_ENV] = str(config_file)  # children (the demo's processes) inherit it too
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})

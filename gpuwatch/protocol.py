@@ -1,0 +1,139 @@
+"""Versioned wire models shared by the agent and the server.
+
+Every model here is what crosses the network between `gpuwatch agent` and `gpuwatch server`; both
+sides import them so the two cannot drift apart. Bump ``PROTOCOL_VERSION`` on an incompatible change;
+the server rejects batches newer than it understands with a 422 that says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PROTOCOL_VERSION = 1
+
+#: Longest log line the server accepts; the agent truncates longer lines before sending.
+MAX_LOG_LINE_CHARS = 16_384
+#: Most items of one kind in one batch; the agent splits larger backlogs over several batches.
+MAX_BATCH_ITEMS = 20_000
+
+_Name = Field(min_length=1, max_length=255)
+
+
+class _Model(BaseModel):
+    # Unknown fields are ignored so an older server accepts a newer agent's optional additions.
+    model_config = ConfigDict(extra="ignore")
+
+
+class GpuInfo(_Model):
+    """A GPU as the agent sees it at registration: its identity, not its state."""
+
+    index: int = Field(ge=0, le=1023)
+    uuid: str = Field(min_length=1, max_length=96)
+    name: str = Field(min_length=1, max_length=255, description="model name, e.g. NVIDIA H100 80GB HBM3")
+    memory_total_mib: float | None = Field(default=None, ge=0)
+    pci_bus_id: str | None = Field(default=None, max_length=64)
+
+
+class GpuProcess(_Model):
+    """A compute process running on a GPU (from nvmlDeviceGetComputeRunningProcesses)."""
+
+    pid: int = Field(ge=0)
+    used_memory_mib: float | None = Field(default=None, ge=0)
+
+
+class GpuSample(_Model):
+    """One reading of one GPU. Every field but the identity is optional: a field the GPU does not
+    support (NVML NotSupported) is left out rather than reported as zero."""
+
+    ts: float = Field(gt=0, description="unix time, seconds")
+    gpu: int = Field(ge=0, le=1023, description="GPU index on the node")
+    uuid: str = Field(min_length=1, max_length=96)
+    util_gpu: float | None = Field(default=None, ge=0, le=100, description="% of time a kernel ran")
+    util_mem: float | None = Field(default=None, ge=0, le=100, description="% of time memory was read/written")
+    fb_used_mib: float | None = Field(default=None, ge=0)
+    fb_free_mib: float | None = Field(default=None, ge=0)
+    fb_total_mib: float | None = Field(default=None, ge=0)
+    power_w: float | None = Field(default=None, ge=0)
+    temp_c: float | None = Field(default=None, ge=-50, le=200)
+    sm_clock_mhz: float | None = Field(default=None, ge=0)
+    mem_clock_mhz: float | None = Field(default=None, ge=0)
+    throttle_reasons: int | None = Field(default=None, ge=0, description="NVML clocks-event reason bitmask")
+    ecc_sbe_volatile: int | None = Field(default=None, ge=0, description="corrected ECC errors since boot")
+    ecc_dbe_volatile: int | None = Field(default=None, ge=0, description="uncorrected ECC errors since boot")
+    retired_pages_sbe: int | None = Field(default=None, ge=0)
+    retired_pages_dbe: int | None = Field(default=None, ge=0)
+    remapped_rows_correctable: int | None = Field(default=None, ge=0)
+    remapped_rows_uncorrectable: int | None = Field(default=None, ge=0)
+    remap_pending: bool | None = None
+    remap_failure: bool | None = None
+    pcie_tx_kbps: float | None = Field(default=None, ge=0, description="PCIe TX throughput, KB/s")
+    pcie_rx_kbps: float | None = Field(default=None, ge=0, description="PCIe RX throughput, KB/s")
+    nvlink_tx_kib: int | None = Field(default=None, ge=0, description="NVLink data TX counter, KiB")
+    nvlink_rx_kib: int | None = Field(default=None, ge=0, description="NVLink data RX counter, KiB")
+    xid_last: int | None = Field(default=None, ge=0, description="value of the last Xid seen")
+    processes: list[GpuProcess] | None = Field(default=None, max_length=1024)
+
+
+class LogLine(_Model):
+    """One line of a log stream. (node, stream, seq) identifies it: a replay stores nothing twice."""
+
+    stream: str = _Name
+    seq: int = Field(ge=0)
+    ts: float = Field(gt=0)
+    text: str = Field(max_length=MAX_LOG_LINE_CHARS)
+
+
+class Event(_Model):
+    """Something that happened on a node (an Xid, a lost GPU, an ECC error …), sequenced like log lines."""
+
+    stream: str = _Name
+    seq: int = Field(ge=0)
+    ts: float = Field(gt=0)
+    kind: str = Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_]*$")
+    gpu: int | None = Field(default=None, ge=0, le=1023)
+    message: str = Field(default="", max_length=4096)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class Batch(_Model):
+    """What the agent ships every few seconds. ``batch_id`` is unique per node; a batch the server has
+    already stored is acknowledged and ignored, which makes retries after a lost response safe."""
+
+    version: int = Field(default=PROTOCOL_VERSION, ge=1, le=PROTOCOL_VERSION)
+    batch_id: int = Field(ge=0)
+    samples: list[GpuSample] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
+    logs: list[LogLine] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
+    events: list[Event] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
+    dropped: dict[str, int] = Field(
+        default_factory=dict, description="items the agent had to drop since it first started, by kind"
+    )
+
+
+class BatchAck(_Model):
+    batch_id: int
+    duplicate: bool = False
+    samples: int = 0
+    logs: int = 0
+    events: int = 0
+
+
+class RegisterRequest(_Model):
+    hostname: str = _Name
+    agent_version: str = Field(default="", max_length=64)
+    collector: str = Field(default="", max_length=64, description="nvml or simulated")
+    driver_version: str | None = Field(default=None, max_length=64)
+    gpus: list[GpuInfo] = Field(default_factory=list, max_length=1024)
+
+
+class RegisterResponse(_Model):
+    node: str
+    server_time: float
+
+
+class Heartbeat(_Model):
+    ts: float = Field(gt=0)
+    spool_files: int = Field(default=0, ge=0)
+    spool_bytes: int = Field(default=0, ge=0)
+    dropped: dict[str, int] = Field(default_factory=dict)

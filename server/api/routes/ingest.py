@@ -1,0 +1,84 @@
+"""Agent-facing endpoints: registration, heartbeats and the batch of samples, log lines and events."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from gpuwatch.protocol import Batch, BatchAck, Heartbeat, RegisterRequest, RegisterResponse
+from server.api.body import read_model
+from server.api.deps import NodeDep, ServicesDep
+from server.store.db import transaction
+from server.store.ingest import store_batch
+from server.store.models import Node, utcnow
+from server.store.nodes import register
+
+router = APIRouter(prefix="/api/v1", tags=["ingest"])
+
+
+def _row(session: Session, node: Node) -> Node:
+    row = session.get(Node, node.id)
+    if row is None:  # deleted between authentication and now
+        raise LookupError(f"node {node.name} vanished")
+    return row
+
+
+@router.post("/nodes/register", response_model=RegisterResponse)
+async def register_node(request: Request, node: NodeDep, svc: ServicesDep) -> RegisterResponse:
+    """Called by the agent at start: who it is, which collector it runs, which GPUs it has."""
+    req = await read_model(request, RegisterRequest, svc.settings.max_body_bytes)
+
+    def work() -> None:
+        with transaction(svc.sessions) as session:
+            register(session, _row(session, node), req)
+
+    await run_in_threadpool(work)
+    svc.telemetry.set_inventory(node.name, req.gpus)
+    svc.telemetry.touch(node.name)
+    return RegisterResponse(node=node.name, server_time=time.time())
+
+
+@router.post("/nodes/heartbeat", status_code=204)
+async def heartbeat(request: Request, node: NodeDep, svc: ServicesDep) -> None:
+    beat = await read_model(request, Heartbeat, svc.settings.max_body_bytes)
+
+    def work() -> None:
+        with transaction(svc.sessions) as session:
+            row = _row(session, node)
+            row.last_seen_at = utcnow()
+            if beat.dropped:
+                row.dropped = beat.dropped
+
+    await run_in_threadpool(work)
+    svc.telemetry.touch(node.name, beat.dropped)
+
+
+@router.post("/ingest", response_model=BatchAck)
+async def ingest(request: Request, node: NodeDep, svc: ServicesDep) -> BatchAck:
+    """Store one batch atomically. A batch with any invalid item is refused whole (422) and stores
+    nothing; a batch already stored is acknowledged with ``duplicate: true`` and changes nothing."""
+    batch = await read_model(request, Batch, svc.settings.max_body_bytes)
+    svc.metrics.request_bytes.inc(getattr(request.state, "body_bytes", 0))
+    started = time.perf_counter()
+
+    def work() -> BatchAck:
+        with transaction(svc.sessions) as session:
+            result = store_batch(session, node, batch)
+        m = svc.metrics
+        m.duplicates.labels("log").inc(result.duplicate_logs)
+        m.duplicates.labels("event").inc(result.duplicate_events)
+        return result.ack
+
+    ack = await run_in_threadpool(work)
+    svc.metrics.latency.set(time.perf_counter() - started)
+    svc.metrics.batches.labels("duplicate" if ack.duplicate else "stored").inc()
+    if not ack.duplicate:
+        svc.metrics.items.labels("sample").inc(ack.samples)
+        svc.metrics.items.labels("log").inc(ack.logs)
+        svc.metrics.items.labels("event").inc(ack.events)
+        svc.telemetry.add_samples(node.name, batch.samples)
+    svc.telemetry.touch(node.name, batch.dropped or None)
+    return ack

@@ -1,0 +1,118 @@
+"""Read endpoints: nodes, GPUs with their latest values, jobs, runs, log lines and events."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query
+from sqlalchemy import func, select
+
+from server.api.deps import ServicesDep, SessionDep
+from server.api.schemas import EventOut, GpuOut, JobOut, LogLineOut, NodeOut, RunOut
+from server.store.models import EventRow, Gpu, Job, LogLineRow, Node, Run
+
+router = APIRouter(prefix="/api/v1", tags=["read"])
+
+
+@router.get("/nodes", response_model=list[NodeOut])
+def list_nodes(session: SessionDep, svc: ServicesDep) -> list[NodeOut]:
+    counts = dict(session.execute(select(Gpu.node_id, func.count()).group_by(Gpu.node_id)).tuples().all())
+    seen = {n.name: n.last_seen for n in svc.telemetry.nodes()}
+    now, timeout = time.time(), svc.settings.node_timeout_s
+    return [
+        NodeOut(
+            name=n.name,
+            hostname=n.hostname,
+            collector=n.collector,
+            agent_version=n.agent_version,
+            driver_version=n.driver_version,
+            registered_at=n.registered_at,
+            last_seen_at=n.last_seen_at,
+            up=seen.get(n.name) is not None and now - seen[n.name] <= timeout,  # type: ignore[operator]
+            gpus=counts.get(n.id, 0),
+            dropped=n.dropped or {},
+        )
+        for n in session.scalars(select(Node).order_by(Node.name))
+    ]
+
+
+@router.get("/gpus", response_model=list[GpuOut])
+def list_gpus(svc: ServicesDep, node: str | None = None) -> list[GpuOut]:
+    """Every known GPU with its latest sample (null until the first one arrives)."""
+    return [
+        GpuOut(
+            node=g.node,
+            index=g.info.index,
+            uuid=g.info.uuid,
+            model=g.info.name,
+            memory_total_mib=g.info.memory_total_mib,
+            sample=g.latest,
+        )
+        for g in svc.telemetry.gpus()
+        if node is None or g.node == node
+    ]
+
+
+@router.get("/jobs", response_model=list[JobOut])
+def list_jobs(session: SessionDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[Job]:
+    return list(session.scalars(select(Job).order_by(Job.id.desc()).limit(limit)))
+
+
+@router.get("/jobs/{job_id}", response_model=JobOut)
+def get_job(job_id: int, session: SessionDep) -> Job:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise HTTPException(404, f"no job {job_id}")
+    return job
+
+
+@router.get("/jobs/{job_id}/runs", response_model=list[RunOut])
+def list_runs(job_id: int, session: SessionDep) -> list[Run]:
+    get_job(job_id, session)
+    return list(session.scalars(select(Run).where(Run.job_id == job_id).order_by(Run.attempt)))
+
+
+@router.get("/runs/{run_id}", response_model=RunOut)
+def get_run(run_id: int, session: SessionDep) -> Run:
+    run = session.get(Run, run_id)
+    if run is None:
+        raise HTTPException(404, f"no run {run_id}")
+    return run
+
+
+def _node_id(session: SessionDep, name: str) -> int:
+    node_id = session.scalar(select(Node.id).where(Node.name == name))
+    if node_id is None:
+        raise HTTPException(404, f"no node named {name!r}")
+    return node_id
+
+
+@router.get("/logs", response_model=list[LogLineOut])
+def list_logs(
+    session: SessionDep,
+    node: str,
+    stream: str | None = None,
+    after_seq: Annotated[int, Query(ge=-1)] = -1,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> list[LogLineRow]:
+    """A node's log lines in sequence order; page with ``after_seq`` (per stream)."""
+    q = select(LogLineRow).where(LogLineRow.node_id == _node_id(session, node), LogLineRow.seq > after_seq)
+    if stream is not None:
+        q = q.where(LogLineRow.stream == stream)
+    return list(session.scalars(q.order_by(LogLineRow.stream, LogLineRow.seq).limit(limit)))
+
+
+@router.get("/events", response_model=list[EventOut])
+def list_events(
+    session: SessionDep,
+    node: str | None = None,
+    kind: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> list[EventRow]:
+    q = select(EventRow)
+    if node is not None:
+        q = q.where(EventRow.node_id == _node_id(session, node))
+    if kind is not None:
+        q = q.where(EventRow.kind == kind)
+    return list(session.scalars(q.order_by(EventRow.ts.desc()).limit(limit)))

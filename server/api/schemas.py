@@ -1,0 +1,81 @@
+"""Response models of the read API (kept apart from the SQLAlchemy models)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from gpuwatch.protocol import GpuSample
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class NodeOut(_Out):
+    name: str
+    hostname: str | None
+    collector: str | None
+    agent_version: str | None
+    driver_version: str | None
+    registered_at: datetime | None
+    last_seen_at: datetime | None
+    up: bool
+    gpus: int
+    dropped: dict[str, int]
+
+
+class GpuOut(_Out):
+    node: str
+    index: int
+    uuid: str
+    model: str
+    memory_total_mib: float | None
+    sample: GpuSample | None
+
+
+class JobOut(_Out):
+    id: int
+    name: str
+    scheduler: str
+    external_id: str | None
+    owner: str | None
+    world_size: int | None
+    checkpoint_dir: str | None
+    state: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class RunOut(_Out):
+    id: int
+    job_id: int
+    attempt: int
+    state: str
+    command: str | None
+    resume_from: str | None
+    started_at: datetime
+    ended_at: datetime | None
+    exit_code: int | None
+    signal: int | None
+
+
+class LogLineOut(_Out):
+    stream: str
+    seq: int
+    ts: datetime
+    text: str
+    run_id: int | None
+    rank: int | None
+
+
+class EventOut(_Out):
+    stream: str
+    seq: int
+    ts: datetime
+    kind: str
+    gpu_index: int | None
+    message: str
+    data: dict[str, Any]

@@ -1,0 +1,83 @@
+"""The FastAPI application: wiring of settings, store, telemetry and routers."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from prometheus_client import CollectorRegistry
+from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from gpuwatch import __version__
+from gpuwatch.config import Settings
+from gpuwatch.protocol import GpuInfo
+from server.api.deps import Services
+from server.api.routes import health, ingest, read
+from server.store.db import make_engine, make_sessionmaker
+from server.store.migrate import check_schema
+from server.store.models import Gpu, Node
+from server.telemetry.exporter import IngestMetrics, TelemetryCollector
+from server.telemetry.latest import Telemetry
+
+log = logging.getLogger("gpuwatch.server")
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """Build the app; raises SchemaOutOfDate when the database needs `gpuwatch db upgrade` first."""
+    url = settings.effective_database_url
+    engine = make_engine(url, settings.db_busy_timeout_ms)
+    check_schema(engine, url)
+    sessions = make_sessionmaker(engine)
+    telemetry = Telemetry(settings.ring_size)
+    _load_inventory(sessions, telemetry)
+    registry = CollectorRegistry()
+    registry.register(TelemetryCollector(telemetry, settings.node_timeout_s))
+    svc = Services(settings, engine, sessions, telemetry, registry, IngestMetrics(registry))
+
+    app = FastAPI(title="gpuwatch", version=__version__, description="GPU cluster observability and diagnosis")
+    app.state.services = svc
+    for module in (health, ingest, read):
+        app.include_router(module.router)
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(DBAPIError)
+    async def _database_down(request: Request, exc: Exception) -> JSONResponse:
+        # The agent keeps its spool and retries; nothing from the request was stored.
+        log.warning("database error on %s: %s", request.url.path, str(exc).splitlines()[0])
+        return JSONResponse(
+            {"detail": "database unavailable, nothing was stored; retry later"},
+            status_code=503,
+            headers={"Retry-After": "5"},
+        )
+
+    @app.middleware("http")
+    async def _count_rejections(request: Request, call_next):  # type: ignore[no-untyped-def]
+        response = await call_next(request)
+        if response.status_code >= 400 and request.url.path.startswith("/api/v1/"):
+            svc.metrics.rejected.labels(str(response.status_code)).inc()
+            if request.url.path == "/api/v1/ingest":
+                svc.metrics.batches.labels("rejected").inc()
+        return response
+
+    return app
+
+
+def _load_inventory(sessions, telemetry: Telemetry) -> None:  # type: ignore[no-untyped-def]
+    """Known GPUs are listed (without values) from the start, before their agents reconnect."""
+    with sessions() as session:
+        rows = session.execute(select(Node.name, Gpu).join(Gpu, Gpu.node_id == Node.id)).tuples().all()
+    by_node: dict[str, list[GpuInfo]] = {}
+    for name, gpu in rows:
+        by_node.setdefault(name, []).append(
+            GpuInfo(
+                index=gpu.index,
+                uuid=gpu.uuid,
+                name=gpu.model,
+                memory_total_mib=gpu.memory_total_mib,
+                pci_bus_id=gpu.pci_bus_id,
+            )
+        )
+    for name, gpus in by_node.items():
+        telemetry.set_inventory(name, gpus)

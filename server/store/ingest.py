@@ -1,0 +1,154 @@
+"""Storing one ingest batch: all of it in one transaction, or none of it.
+
+Idempotence has two layers. The batch id (per node) makes a retried batch a no-op, which protects
+samples and rollups, whose rows have no natural key. (node, stream, seq) on every log line and event
+makes each line stored once even when an agent re-batches after a crash.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import case, select, update
+from sqlalchemy.orm import Session
+
+from gpuwatch.protocol import Batch, BatchAck, GpuInfo, GpuSample
+from server.store.models import EventRow, Gpu, GpuRollup, IngestBatch, LogLineRow, Node
+from server.store.nodes import upsert_gpu
+from server.store.upsert import insert_for
+
+
+@dataclass(slots=True)
+class StoreResult:
+    ack: BatchAck
+    duplicate_logs: int
+    duplicate_events: int
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def store_batch(session: Session, node: Node, batch: Batch) -> StoreResult:
+    """Write ``batch`` for ``node`` inside the caller's transaction."""
+    claimed = session.execute(
+        insert_for(session, IngestBatch.__table__)
+        .values(
+            node_id=node.id,
+            batch_id=batch.batch_id,
+            received_at=datetime.now(UTC),
+            samples=len(batch.samples),
+            logs=len(batch.logs),
+            events=len(batch.events),
+        )
+        .on_conflict_do_nothing()
+        .returning(IngestBatch.batch_id)
+    ).first()
+    if claimed is None:
+        return StoreResult(BatchAck(batch_id=batch.batch_id, duplicate=True), len(batch.logs), len(batch.events))
+
+    logs = _insert_new(
+        session,
+        LogLineRow,
+        [
+            {"node_id": node.id, "stream": ln.stream, "seq": ln.seq, "ts": _dt(ln.ts), "text": ln.text}
+            for ln in batch.logs
+        ],
+    )
+    events = _insert_new(
+        session,
+        EventRow,
+        [
+            {
+                "node_id": node.id,
+                "stream": ev.stream,
+                "seq": ev.seq,
+                "ts": _dt(ev.ts),
+                "kind": ev.kind,
+                "gpu_index": ev.gpu,
+                "message": ev.message,
+                "data": ev.data,
+            }
+            for ev in batch.events
+        ],
+    )
+    _store_samples(session, node, batch.samples)
+    values: dict[str, object] = {"last_seen_at": datetime.now(UTC)}
+    if batch.dropped:
+        values["dropped"] = batch.dropped
+    session.execute(update(Node).where(Node.id == node.id).values(**values))
+    ack = BatchAck(batch_id=batch.batch_id, samples=len(batch.samples), logs=logs, events=events)
+    return StoreResult(ack, len(batch.logs) - logs, len(batch.events) - events)
+
+
+def _insert_new(session: Session, model: type[LogLineRow] | type[EventRow], rows: list[dict[str, object]]) -> int:
+    """Insert rows whose (node, stream, seq) is not stored yet; return how many were new."""
+    if not rows:
+        return 0
+    stmt = insert_for(session, model.__table__).on_conflict_do_nothing().returning(model.id)
+    return len(session.execute(stmt, rows).all())
+
+
+def _store_samples(session: Session, node: Node, samples: list[GpuSample]) -> None:
+    if not samples:
+        return
+    gpu_ids = dict(session.execute(select(Gpu.index, Gpu.id).where(Gpu.node_id == node.id)).tuples().all())
+    newest: dict[int, float] = {}
+    for s in samples:
+        if s.gpu not in gpu_ids:  # sampled before (or without) registration: learn it from the sample
+            info = GpuInfo(index=s.gpu, uuid=s.uuid, name="unknown", memory_total_mib=s.fb_total_mib)
+            gpu_ids[s.gpu] = upsert_gpu(session, node.id, info, _dt(s.ts)).id
+        newest[s.gpu] = max(newest.get(s.gpu, 0.0), s.ts)
+    for index, ts in newest.items():
+        session.execute(update(Gpu).where(Gpu.id == gpu_ids[index]).values(last_seen_at=_dt(ts)))
+    _add_rollups(session, {index: gpu_ids[index] for index in newest}, samples)
+
+
+def _add_rollups(session: Session, gpu_ids: dict[int, int], samples: list[GpuSample]) -> None:
+    """Fold samples into per-GPU, per-minute sums; a field the GPU does not report counts as 0."""
+    acc: dict[tuple[int, datetime], dict[str, float]] = defaultdict(
+        lambda: {
+            "samples": 0,
+            "util_sum": 0.0,
+            "util_max": 0.0,
+            "mem_util_sum": 0.0,
+            "fb_used_max_mib": 0.0,
+            "power_sum_w": 0.0,
+            "temp_max_c": 0.0,
+        }
+    )
+    for s in samples:
+        minute = _dt(s.ts - s.ts % 60)
+        a = acc[(gpu_ids[s.gpu], minute)]
+        a["samples"] += 1
+        a["util_sum"] += s.util_gpu or 0.0
+        a["util_max"] = max(a["util_max"], s.util_gpu or 0.0)
+        a["mem_util_sum"] += s.util_mem or 0.0
+        a["fb_used_max_mib"] = max(a["fb_used_max_mib"], s.fb_used_mib or 0.0)
+        a["power_sum_w"] += s.power_w or 0.0
+        a["temp_max_c"] = max(a["temp_max_c"], s.temp_c or 0.0)
+    table = GpuRollup.__table__
+    for (gpu_id, minute), a in acc.items():
+        stmt = insert_for(session, table).values(gpu_id=gpu_id, minute=minute, **a)
+        ex = stmt.excluded
+        c = table.c
+        session.execute(
+            stmt.on_conflict_do_update(
+                index_elements=[c.gpu_id, c.minute],
+                set_={
+                    "samples": c.samples + ex.samples,
+                    "util_sum": c.util_sum + ex.util_sum,
+                    "util_max": _greatest(c.util_max, ex.util_max),
+                    "mem_util_sum": c.mem_util_sum + ex.mem_util_sum,
+                    "fb_used_max_mib": _greatest(c.fb_used_max_mib, ex.fb_used_max_mib),
+                    "power_sum_w": c.power_sum_w + ex.power_sum_w,
+                    "temp_max_c": _greatest(c.temp_max_c, ex.temp_max_c),
+                },
+            )
+        )
+
+
+def _greatest(a: object, b: object) -> object:
+    return case((a >= b, a), else_=b)  # type: ignore[operator]
