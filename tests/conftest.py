@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import NullPool
+
+from gpuwatch.config import Settings
+from tests.helpers import InProcessServer, migrated_sqlite
+
+os.environ.pop("GPUWATCH_CONFIG", None)  # a developer's own config must not leak into tests
+
+POSTGRES_URL_ENV = "GPUWATCH_TEST_POSTGRES_URL"
+REQUIRE_POSTGRES_ENV = "GPUWATCH_TEST_REQUIRE_POSTGRES"  # CI sets it to 1: no PostgreSQL is a failure, not a skip
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses `postgres_url` directly is a `postgres` test even if its author forgot the mark."""
+    for item in items:
+        if "postgres_url" in getattr(item, "fixturenames", ()) and item.get_closest_marker("postgres") is None:
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return migrated_sqlite(tmp_path)
+
+
+@pytest.fixture
+def settings(tmp_path: Path, sqlite_url: str) -> Settings:
+    return Settings(data_dir=tmp_path, database_url=sqlite_url, max_body_bytes=64 * 1024, db_busy_timeout_ms=200)
+
+
+@pytest.fixture
+def live_server(settings: Settings) -> Iterator[InProcessServer]:
+    with InProcessServer(settings) as srv:
+        yield srv
+
+
+def _render(url: URL) -> str:
+    return url.render_as_string(hide_password=False)
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """The URL of a fresh, empty PostgreSQL database of this test's own, dropped afterwards.
+
+    It is created on the server named by GPUWATCH_TEST_POSTGRES_URL (default: the local `test`
+    database). No server there: the test is skipped, or fails where GPUWATCH_TEST_REQUIRE_POSTGRES=1.
+    Whatever the test leaves connected is cut off by DROP DATABASE … WITH (FORCE) (PostgreSQL 13+).
+    """
+    base = make_url(os.environ.get(POSTGRES_URL_ENV) or DEFAULT_POSTGRES_URL)
+    name = f"gpuwatch_test_{secrets.token_hex(6)}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT", poolclass=NullPool, connect_args={"connect_timeout": 5})
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except OperationalError as exc:
+        admin.dispose()
+        reason = (
+            f"PostgreSQL not reachable at {base.render_as_string()} ({POSTGRES_URL_ENV}): "
+            + (str(exc.orig or exc).strip().splitlines() or ["?"])[0]
+        )
+        if os.environ.get(REQUIRE_POSTGRES_ENV) == "1":
+            pytest.fail(f"{reason} [{REQUIRE_POSTGRES_ENV}=1]")
+        pytest.skip(reason)
+    try:
+        yield _render(base.set(database=name))
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, un-migrated database on each backend gpuwatch supports: a SQLite file, then PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'empty.db'}"
+    return request.getfixturevalue("postgres_url")

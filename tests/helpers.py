@@ -1,0 +1,124 @@
+"""Real processes and servers on loopback for the tests, and polling with a deadline."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import httpx
+import uvicorn
+
+from gpuwatch.config import Settings
+from server.app import create_app
+from server.store.db import make_engine, make_sessionmaker, transaction
+from server.store.migrate import upgrade
+from server.store.nodes import create_token
+
+T = TypeVar("T")
+CLI = [sys.executable, "-m", "gpuwatch"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(check: Callable[[], T], timeout: float = 20.0, what: str = "condition", every: float = 0.05) -> T:
+    """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last_exc: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+            if result:
+                return result
+        except Exception as exc:  # the thing polled may not be up yet
+            last_exc = exc
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_exc})")
+
+
+def migrated_sqlite(tmp: Path) -> str:
+    url = f"sqlite:///{tmp / 'gpuwatch.db'}"
+    upgrade(url)
+    return url
+
+
+def new_token(url: str, node: str) -> str:
+    with transaction(make_sessionmaker(make_engine(url))) as session:
+        return create_token(session, node)
+
+
+class InProcessServer:
+    """The real app under a real uvicorn on 127.0.0.1, in a thread of the test process."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.app = create_app(settings)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = uvicorn.Server(
+            uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False)
+        )
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    @property
+    def services(self):  # type: ignore[no-untyped-def]
+        return self.app.state.services
+
+    def __enter__(self) -> InProcessServer:
+        self._thread.start()
+        wait_until(lambda: self._server.started, what="uvicorn to start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self.services.engine.dispose()
+
+
+class Proc:
+    """A `gpuwatch …` child process with its output captured to a file."""
+
+    def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        self.args, self.log_path = args, log
+        self._out = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        self.popen = subprocess.Popen(
+            [*CLI, *args], stdout=self._out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        )
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        if self.popen.poll() is None:
+            self.popen.send_signal(sig)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self._out.close()
+        return self.popen.returncode
+
+
+def start_server(data_dir: Path, port: int, log: Path, extra_env: dict[str, str] | None = None) -> Proc:
+    """`gpuwatch server` as a child process, returned once /readyz answers."""
+    env = {"GPUWATCH_DATA_DIR": str(data_dir), "GPUWATCH_DATABASE_URL": "", **(extra_env or {})}
+    proc = Proc(["server", "--port", str(port)], log, env)
+
+    def ready() -> bool:
+        if proc.popen.poll() is not None:
+            raise AssertionError(f"server exited with {proc.popen.returncode}:\n{proc.output()}")
+        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
+
+    wait_until(ready, timeout=30, what="the server's /readyz")
+    return proc

@@ -1,0 +1,210 @@
+"""The ingest API against the real app on loopback: auth, limits, validation, atomicity, idempotence."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+import time
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from gpuwatch.protocol import Batch, Event, GpuInfo, GpuSample, LogLine, RegisterRequest
+from server.store.models import EventRow, GpuRollup, LogLineRow
+from tests.helpers import InProcessServer, new_token
+
+
+@pytest.fixture
+def node(live_server: InProcessServer) -> httpx.Client:
+    token = new_token(live_server.services.settings.effective_database_url, "node-a")
+    client = httpx.Client(base_url=live_server.url, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    yield client
+    client.close()
+
+
+def _batch(batch_id: int, lines: range = range(5), ts: float | None = None) -> Batch:
+    ts = ts or time.time()
+    return Batch(
+        batch_id=batch_id,
+        samples=[GpuSample(ts=ts, gpu=i, uuid=f"GPU-{i}", util_gpu=50.0 + i, power_w=300.0) for i in range(2)],
+        logs=[LogLine(stream="file:/train.log", seq=n, ts=ts, text=f"step {n}") for n in lines],
+        events=[Event(stream="gpu:sim", seq=0, ts=ts, kind="xid", gpu=1, message="Xid 79", data={"xid": 79})],
+    )
+
+
+def _post(client: httpx.Client, batch: Batch | bytes, gz: bool = False) -> httpx.Response:
+    body = batch if isinstance(batch, bytes) else batch.model_dump_json().encode()
+    headers = {"Content-Type": "application/json"}
+    if gz:
+        body, headers["Content-Encoding"] = gzip.compress(body), "gzip"
+    return client.post("/api/v1/ingest", content=body, headers=headers)
+
+
+def _count(srv: InProcessServer, model: type) -> int:
+    with srv.services.sessions() as s:
+        return s.scalar(select(func.count()).select_from(model))
+
+
+def test_gzip_batch_is_stored_and_listed(live_server: InProcessServer, node: httpx.Client) -> None:
+    resp = _post(node, _batch(1), gz=True)
+    assert resp.status_code == 200, resp.text
+    assert resp.json() == {"batch_id": 1, "duplicate": False, "samples": 2, "logs": 5, "events": 1}
+    lines = node.get("/api/v1/logs", params={"node": "node-a"}).json()
+    assert [ln["seq"] for ln in lines] == [0, 1, 2, 3, 4]
+    assert [ln["text"] for ln in lines][-1] == "step 4"
+    gpus = node.get("/api/v1/gpus").json()
+    assert {(g["node"], g["index"], g["sample"]["util_gpu"]) for g in gpus} == {
+        ("node-a", 0, 50.0),
+        ("node-a", 1, 51.0),
+    }
+    events = node.get("/api/v1/events", params={"node": "node-a", "kind": "xid"}).json()
+    assert events[0]["data"] == {"xid": 79} and events[0]["gpu_index"] == 1
+
+
+def test_replayed_batch_stores_nothing_twice(live_server: InProcessServer, node: httpx.Client) -> None:
+    batch = _batch(7)
+    assert _post(node, batch).json()["duplicate"] is False
+    again = _post(node, batch, gz=True)
+    assert again.status_code == 200 and again.json()["duplicate"] is True
+    # The same lines re-batched under a new id (an agent restarted mid-flush) are not stored again either.
+    rebatched = _post(node, _batch(8, lines=range(3, 8))).json()
+    assert rebatched["logs"] == 3 and rebatched["events"] == 0
+    assert _count(live_server, LogLineRow) == 8
+    assert _count(live_server, EventRow) == 1
+    with live_server.services.sessions() as s:
+        assert s.scalar(select(func.sum(GpuRollup.samples))) == 4  # batches 7 and 8 once each, 2 GPUs
+    metrics = node.get("/metrics").text
+    assert 'gpuwatch_ingest_batches_total{outcome="duplicate"} 1.0' in metrics
+    assert 'gpuwatch_ingest_duplicate_items_total{kind="log"} 7.0' in metrics
+
+
+def test_malformed_json_is_422_naming_the_field(node: httpx.Client) -> None:
+    raw = json.loads(_batch(1).model_dump_json())
+    raw["samples"][1]["util_gpu"] = "very busy"
+    resp = _post(node, json.dumps(raw).encode())
+    assert resp.status_code == 422
+    locs = [e["loc"] for e in resp.json()["detail"]]
+    assert ["body", "samples", 1, "util_gpu"] in locs
+    broken = _post(node, b'{"batch_id": 1, "logs": [')
+    assert broken.status_code == 422 and broken.json()["detail"][0]["type"] == "json_invalid"
+
+
+def test_one_bad_item_stores_nothing_from_the_batch(live_server: InProcessServer, node: httpx.Client) -> None:
+    raw = json.loads(_batch(1, lines=range(100)).model_dump_json())
+    raw["logs"][57]["seq"] = -1
+    resp = _post(node, json.dumps(raw).encode())
+    assert resp.status_code == 422
+    assert ["body", "logs", 57, "seq"] in [e["loc"] for e in resp.json()["detail"]]
+    assert _count(live_server, LogLineRow) == 0
+    assert _count(live_server, EventRow) == 0
+    assert node.get("/api/v1/gpus").json() == []
+    # The same batch, fixed, is then accepted whole: the refused attempt did not claim its id.
+    assert _post(node, _batch(1, lines=range(100))).json()["logs"] == 100
+
+
+@pytest.mark.parametrize("header", [None, "Bearer gwn_not-a-token", "Basic dXNlcjpwdw==", "Bearer"])
+def test_missing_or_wrong_token_is_401(live_server: InProcessServer, header: str | None) -> None:
+    headers = {"Authorization": header} if header is not None else {}
+    resp = httpx.post(f"{live_server.url}/api/v1/ingest", content=_batch(1).model_dump_json(), headers=headers)
+    assert resp.status_code == 401
+    assert resp.headers["WWW-Authenticate"] == "Bearer"
+    assert _count(live_server, LogLineRow) == 0
+
+
+def test_revoked_token_is_401(live_server: InProcessServer, node: httpx.Client) -> None:
+    from server.store.db import transaction
+    from server.store.nodes import revoke_tokens
+
+    assert _post(node, _batch(1)).status_code == 200
+    with transaction(live_server.services.sessions) as s:
+        assert revoke_tokens(s, "node-a") == 1
+    assert _post(node, _batch(2)).status_code == 401
+
+
+def test_body_over_limit_is_413(live_server: InProcessServer, node: httpx.Client) -> None:
+    limit = live_server.services.settings.max_body_bytes
+    big = _batch(1, lines=range(2000))
+    assert len(big.model_dump_json()) > limit
+    assert _post(node, big).status_code == 413
+    # Small on the wire, huge once inflated (a gzip bomb): refused after inflating at most limit+1 bytes.
+    bomb = gzip.compress(b'{"batch_id": 1, "logs": [' + b" " * (limit * 20) + b"]}")
+    assert len(bomb) < limit
+    resp = node.post("/api/v1/ingest", content=bomb, headers={"Content-Encoding": "gzip"})
+    assert resp.status_code == 413
+    assert _count(live_server, LogLineRow) == 0
+
+
+def test_corrupt_gzip_is_400_and_unknown_encoding_415(node: httpx.Client) -> None:
+    assert node.post("/api/v1/ingest", content=b"not gzip", headers={"Content-Encoding": "gzip"}).status_code == 400
+    assert node.post("/api/v1/ingest", content=b"{}", headers={"Content-Encoding": "br"}).status_code == 415
+
+
+def test_newer_protocol_version_is_refused(node: httpx.Client) -> None:
+    raw = json.loads(_batch(1).model_dump_json())
+    raw["version"] = 99
+    resp = _post(node, json.dumps(raw).encode())
+    assert resp.status_code == 422 and ["body", "version"] in [e["loc"] for e in resp.json()["detail"]]
+
+
+def test_registration_lists_gpus_before_samples(node: httpx.Client) -> None:
+    req = RegisterRequest(
+        hostname="host-a",
+        collector="simulated",
+        gpus=[GpuInfo(index=i, uuid=f"GPU-{i}", name="NVIDIA H100 80GB HBM3") for i in range(4)],
+    )
+    resp = node.post("/api/v1/nodes/register", content=req.model_dump_json())
+    assert resp.status_code == 200 and resp.json()["node"] == "node-a"
+    gpus = node.get("/api/v1/gpus", params={"node": "node-a"}).json()
+    assert [(g["index"], g["model"], g["sample"]) for g in gpus] == [
+        (i, "NVIDIA H100 80GB HBM3", None) for i in range(4)
+    ]
+    nodes = node.get("/api/v1/nodes").json()
+    assert nodes[0]["name"] == "node-a" and nodes[0]["gpus"] == 4 and nodes[0]["up"] is True
+
+
+def test_metrics_use_dcgm_names_and_labels(node: httpx.Client) -> None:
+    _post(node, _batch(1))
+    text = node.get("/metrics").text
+    assert (
+        'DCGM_FI_DEV_GPU_UTIL{Hostname="node-a",UUID="GPU-1",device="nvidia1",gpu="1",instance="node-a",'
+        'modelName="unknown"} 51.0' in text
+    )
+    assert "# TYPE DCGM_FI_DEV_POWER_USAGE gauge" in text
+    assert "DCGM_FI_DEV_XID_ERRORS{" in text
+    assert 'gpuwatch_node_up{instance="node-a",node="node-a"} 1.0' in text
+    # A field the GPU did not report is absent, not zero.
+    assert "DCGM_FI_DEV_GPU_TEMP{" not in text
+
+
+def test_dead_database_is_503_and_stores_nothing(live_server: InProcessServer, node: httpx.Client) -> None:
+    """A database that cannot take writes (here: a lock held by another process's connection) gives
+    503 with Retry-After, which the agent treats as 'keep the batch and retry'."""
+    db_path = live_server.services.settings.effective_database_url.removeprefix("sqlite:///")
+    assert _post(node, _batch(1)).status_code == 200
+    blocker = sqlite3.connect(db_path, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        resp = _post(node, _batch(2, lines=range(5, 10)))
+        assert resp.status_code == 503
+        assert resp.headers["Retry-After"] == "5"
+        assert "nothing was stored" in resp.json()["detail"]
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert _post(node, _batch(2, lines=range(5, 10))).json()["logs"] == 5
+    assert _count(live_server, LogLineRow) == 10
+
+
+def test_read_endpoints_404_on_unknown_things(node: httpx.Client) -> None:
+    assert node.get("/api/v1/logs", params={"node": "nope"}).status_code == 404
+    assert node.get("/api/v1/jobs/12345").status_code == 404
+    assert node.get("/api/v1/runs/12345").status_code == 404
+    assert node.get("/api/v1/jobs").json() == []
+
+
+def test_health_and_readiness(live_server: InProcessServer) -> None:
+    assert httpx.get(f"{live_server.url}/healthz").json() == {"status": "ok"}
+    assert httpx.get(f"{live_server.url}/readyz").json() == {"status": "ready"}
+    assert httpx.get(f"{live_server.url}/docs").status_code == 200
