@@ -39,7 +39,10 @@ class FakeNvml:
 
     def __init__(self, gpus: int = 2) -> None:
         for key, value in vars(pynvml).items():
-            if key.startswith(("NVML_", "NVMLError", "nvmlEventType")) or key == "NVMLLibraryMismatchError":
+            if (
+                key.startswith(("NVML_", "NVMLError", "nvmlEventType", "nvmlMemory_v"))
+                or key == "NVMLLibraryMismatchError"
+            ):
                 setattr(self, key, value)
         # Real opaque device handles; the structs must outlive the pointers to them.
         self._structs = [pynvml.struct_c_nvmlDevice_t() for _ in range(gpus)]
@@ -109,8 +112,13 @@ class FakeNvml:
         gpu = self._gpu(h, "nvmlDeviceGetUtilizationRates")
         return pynvml.c_nvmlUtilization_t(gpu=87 + gpu, memory=40)
 
-    def nvmlDeviceGetMemoryInfo(self, h: Any) -> pynvml.c_nvmlMemory_t:
-        self._gpu(h, "nvmlDeviceGetMemoryInfo")
+    def nvmlDeviceGetMemoryInfo(self, h: Any, version: int | None = None) -> Any:
+        gpu = self._gpu(h, "nvmlDeviceGetMemoryInfo")
+        if version == pynvml.nvmlMemory_v2:
+            if self.fail.get((gpu, "nvmlMemory_v2")):
+                raise self.fail[(gpu, "nvmlMemory_v2")]()
+            # v2 reports the driver's reservation apart from "used".
+            return pynvml.c_nvmlMemory_v2_t(total=80 * GIB, reserved=GIB // 2, free=60 * GIB, used=20 * GIB - GIB // 2)
         return pynvml.c_nvmlMemory_t(total=80 * GIB, free=60 * GIB, used=20 * GIB)
 
     def nvmlDeviceGetPowerUsage(self, h: Any) -> int:
@@ -224,7 +232,7 @@ def test_fully_supported_gpu_maps_every_field_with_unit_conversion(fake: FakeNvm
         "uuid": "GPU-0a1b2c3d-0000-1111-2222-333344445555",
         "util_gpu": 87.0,
         "util_mem": 40.0,
-        "fb_used_mib": 20 * 1024.0,  # bytes -> MiB
+        "fb_used_mib": 20 * 1024.0 - 512,  # bytes -> MiB, v2: driver-reserved memory not counted as used
         "fb_free_mib": 60 * 1024.0,
         "fb_total_mib": 80 * 1024.0,
         "power_w": 350.5,  # mW -> W
@@ -297,7 +305,7 @@ def test_unsupported_fields_are_none_and_the_rest_is_still_filled(fake: FakeNvml
         "processes",
     ):
         assert getattr(s0, name) is None, name
-    assert (s0.util_gpu, s0.fb_used_mib, s0.sm_clock_mhz) == (87.0, 20 * 1024.0, 1980.0)
+    assert (s0.util_gpu, s0.fb_used_mib, s0.sm_clock_mhz) == (87.0, 20 * 1024.0 - 512, 1980.0)
     assert s0.remapped_rows_correctable == 5
     assert _by_gpu(reading)[1].power_w == 350.5  # the other GPU is unaffected
 
@@ -482,3 +490,11 @@ def test_real_gpus_are_sampled(capsys: pytest.CaptureFixture[str]) -> None:
         assert s.temp_c is not None and 0 < s.temp_c < 110
         assert s.power_w is not None and 0 < s.power_w < 2000
         assert all(isinstance(p, GpuProcess) for p in s.processes or [])
+
+
+def test_memory_falls_back_to_v1_on_drivers_without_v2() -> None:
+    fake = FakeNvml()
+    fake.fail[(0, "nvmlMemory_v2")] = pynvml.NVMLError_FunctionNotFound
+    s0, s1 = NvmlCollector(nvml=fake).collect(now=1_700_000_000.0).samples
+    assert (s0.fb_used_mib, s0.fb_total_mib) == (20 * 1024.0, 80 * 1024.0)
+    assert s1.fb_used_mib == 20 * 1024.0 - 512

@@ -55,7 +55,15 @@ def _utilization(nvml: Any, h: Any) -> tuple[Any, ...]:
 
 
 def _memory(nvml: Any, h: Any) -> tuple[Any, ...]:
-    m = nvml.nvmlDeviceGetMemoryInfo(h)
+    # The v2 struct counts driver-reserved memory apart from "used", as nvidia-smi and DCGM's FB_USED
+    # do (on an H100 v1 reports ~480 MiB "used" on an idle GPU); drivers before R510 only have v1.
+    version = getattr(nvml, "nvmlMemory_v2", None)
+    try:
+        m = nvml.nvmlDeviceGetMemoryInfo(h, version=version) if version is not None else None
+    except (TypeError, nvml.NVMLError_FunctionNotFound, nvml.NVMLError_NotSupported):
+        m = None
+    if m is None:
+        m = nvml.nvmlDeviceGetMemoryInfo(h)
     return m.used / _MIB, m.free / _MIB, m.total / _MIB
 
 
