@@ -8,6 +8,7 @@ server with every batch) — never silently.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import os
@@ -63,7 +64,9 @@ class Spool:
             os.fsync(f.fileno())
         os.replace(tmp, self.directory / name)
         with self._lock:
-            self._items.append(SpoolItem(self.directory / name, batch_id, counts))
+            # Sorted like a re-opened spool would be, even if ids arrive out of order (clock stepped back).
+            item = SpoolItem(self.directory / name, batch_id, {k: counts.get(k, 0) for k in KINDS})
+            bisect.insort(self._items, item, key=lambda i: i.batch_id)
             self._bytes += len(body)
             while self._bytes > self.max_bytes and len(self._items) > 1:
                 self._drop_oldest()

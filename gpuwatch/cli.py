@@ -31,6 +31,7 @@ DbOpt = Annotated[str | None, typer.Option("--database-url", help="SQLAlchemy UR
 def _settings(config: Path | None, **overrides: object) -> Settings:
     settings = load_settings(config, **overrides)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request would drown the agent's log
     return settings
 
 

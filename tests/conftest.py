@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
@@ -44,10 +44,6 @@ def live_server(settings: Settings) -> Iterator[InProcessServer]:
         yield srv
 
 
-def _render(url: URL) -> str:
-    return url.render_as_string(hide_password=False)
-
-
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """The URL of a fresh, empty PostgreSQL database of this test's own, dropped afterwards.
@@ -59,20 +55,20 @@ def postgres_url() -> Iterator[str]:
     base = make_url(os.environ.get(POSTGRES_URL_ENV) or DEFAULT_POSTGRES_URL)
     name = f"gpuwatch_test_{secrets.token_hex(6)}"
     admin = create_engine(base, isolation_level="AUTOCOMMIT", poolclass=NullPool, connect_args={"connect_timeout": 5})
+    reason = None
     try:
         with admin.connect() as conn:
             conn.execute(text(f'CREATE DATABASE "{name}"'))
-    except OperationalError as exc:
+    except OperationalError as exc:  # not there, refusing connections, or refusing us
         admin.dispose()
-        reason = (
-            f"PostgreSQL not reachable at {base.render_as_string()} ({POSTGRES_URL_ENV}): "
-            + (str(exc.orig or exc).strip().splitlines() or ["?"])[0]
-        )
+        first_line = (str(exc.orig or exc).strip().splitlines() or ["?"])[0]
+        reason = f"PostgreSQL not reachable at {base.render_as_string()} ({POSTGRES_URL_ENV}): {first_line}"
+    if reason is not None:
         if os.environ.get(REQUIRE_POSTGRES_ENV) == "1":
-            pytest.fail(f"{reason} [{REQUIRE_POSTGRES_ENV}=1]")
+            pytest.fail(f"{reason} [{REQUIRE_POSTGRES_ENV}=1]", pytrace=False)
         pytest.skip(reason)
     try:
-        yield _render(base.set(database=name))
+        yield base.set(database=name).render_as_string(hide_password=False)
     finally:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
