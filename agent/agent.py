@@ -26,8 +26,12 @@ _TAIL_PERIOD_S = 0.2
 
 class Agent:
     def __init__(self, settings: Settings, collector: GpuCollector, clock: Callable[[], float] = time.time) -> None:
-        if not settings.token:
-            raise ValueError("the agent needs a token: --token or GPUWATCH_TOKEN (`gpuwatch token create --node N`)")
+        token = settings.effective_token
+        if not token:
+            raise ValueError(
+                "the agent needs a token: --token, GPUWATCH_TOKEN or GPUWATCH_TOKEN_FILE "
+                "(create one with `gpuwatch token create --node N`)"
+            )
         self.settings = settings
         self.collector = collector
         self.clock = clock
@@ -37,7 +41,7 @@ class Agent:
             LogTailer(p, self.state.files.get(str(p), TailPosition())) for p in map(Path, settings.log_files)
         ]
         self.shipper = Shipper(
-            ServerClient(settings.server_url, settings.token),
+            ServerClient(settings.server_url, token),
             self.spool,
             self._registration,
             heartbeat_s=settings.heartbeat_s,

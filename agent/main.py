@@ -25,7 +25,7 @@ def run_agent(settings: Settings) -> int:
     try:
         collector = make_collector(settings)
         agent = Agent(settings, collector)
-    except (CollectorUnavailable, ValueError) as exc:
+    except (CollectorUnavailable, ValueError, OSError) as exc:
         print(f"gpuwatch agent: {exc}", file=sys.stderr)
         return 2
 

@@ -55,6 +55,7 @@ def agent(
     data_dir: DataDirOpt = None,
     server: Annotated[str | None, typer.Option("--server", help="server URL")] = None,
     token: Annotated[str | None, typer.Option(help="this node's bearer token")] = None,
+    token_file: Annotated[Path | None, typer.Option(help="read the token from this file")] = None,
     node: Annotated[str | None, typer.Option(help="node name (default: short hostname)")] = None,
     simulate: Annotated[int | None, typer.Option(help="simulate N GPUs instead of reading NVML")] = None,
     interval: Annotated[float | None, typer.Option(help="sampling period, seconds")] = None,

@@ -49,6 +49,7 @@ class Settings(BaseSettings):
     # agent
     server_url: str = "http://127.0.0.1:8600"
     token: str | None = None
+    token_file: Path | None = Field(default=None, description="read the token from this file (a mounted secret)")
     node: str = Field(default_factory=lambda: socket.gethostname().split(".")[0])
     interval_s: float = Field(default=1.0, gt=0, description="GPU sampling period")
     flush_s: float = Field(default=2.0, gt=0, description="how often the agent ships a batch")
@@ -79,6 +80,13 @@ class Settings(BaseSettings):
     @property
     def effective_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'gpuwatch.db'}"
+
+    @property
+    def effective_token(self) -> str | None:
+        """The token given directly, else the first line of ``token_file``."""
+        if self.token or self.token_file is None:
+            return self.token
+        return self.token_file.read_text().strip() or None
 
     @property
     def agent_dir(self) -> Path:
