@@ -101,8 +101,8 @@ def _store_samples(session: Session, node: Node, samples: list[GpuSample]) -> No
             info = GpuInfo(index=s.gpu, uuid=s.uuid, name="unknown", memory_total_mib=s.fb_total_mib)
             gpu_ids[s.gpu] = upsert_gpu(session, node.id, info, _dt(s.ts)).id
         newest[s.gpu] = max(newest.get(s.gpu, 0.0), s.ts)
-    for index, ts in newest.items():
-        session.execute(update(Gpu).where(Gpu.id == gpu_ids[index]).values(last_seen_at=_dt(ts)))
+    # One executemany per table, not one statement per GPU: on PostgreSQL each statement is a round trip.
+    session.execute(update(Gpu), [{"id": gpu_ids[i], "last_seen_at": _dt(ts)} for i, ts in newest.items()])
     _add_rollups(session, {index: gpu_ids[index] for index in newest}, samples)
 
 
@@ -130,24 +130,21 @@ def _add_rollups(session: Session, gpu_ids: dict[int, int], samples: list[GpuSam
         a["power_sum_w"] += s.power_w or 0.0
         a["temp_max_c"] = max(a["temp_max_c"], s.temp_c or 0.0)
     table = GpuRollup.__table__
-    for (gpu_id, minute), a in acc.items():
-        stmt = insert_for(session, table).values(gpu_id=gpu_id, minute=minute, **a)
-        ex = stmt.excluded
-        c = table.c
-        session.execute(
-            stmt.on_conflict_do_update(
-                index_elements=[c.gpu_id, c.minute],
-                set_={
-                    "samples": c.samples + ex.samples,
-                    "util_sum": c.util_sum + ex.util_sum,
-                    "util_max": _greatest(c.util_max, ex.util_max),
-                    "mem_util_sum": c.mem_util_sum + ex.mem_util_sum,
-                    "fb_used_max_mib": _greatest(c.fb_used_max_mib, ex.fb_used_max_mib),
-                    "power_sum_w": c.power_sum_w + ex.power_sum_w,
-                    "temp_max_c": _greatest(c.temp_max_c, ex.temp_max_c),
-                },
-            )
-        )
+    stmt = insert_for(session, table)
+    ex, c = stmt.excluded, table.c
+    upsert = stmt.on_conflict_do_update(
+        index_elements=[c.gpu_id, c.minute],
+        set_={
+            "samples": c.samples + ex.samples,
+            "util_sum": c.util_sum + ex.util_sum,
+            "util_max": _greatest(c.util_max, ex.util_max),
+            "mem_util_sum": c.mem_util_sum + ex.mem_util_sum,
+            "fb_used_max_mib": _greatest(c.fb_used_max_mib, ex.fb_used_max_mib),
+            "power_sum_w": c.power_sum_w + ex.power_sum_w,
+            "temp_max_c": _greatest(c.temp_max_c, ex.temp_max_c),
+        },
+    )
+    session.execute(upsert, [{"gpu_id": gpu_id, "minute": minute, **a} for (gpu_id, minute), a in acc.items()])
 
 
 def _greatest(a: object, b: object) -> object:
