@@ -85,6 +85,8 @@ class Agent:
             sender.join()
             self.shipper.client.close()
             self.collector.close()
+            for t in self.tailers:
+                t.close()
 
     def flush(self) -> None:
         """Turn everything pending into spooled batches, then remember the positions they cover."""

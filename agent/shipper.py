@@ -119,6 +119,10 @@ class Shipper:
                 self.spool.stats()[0],
             )
             return delay
+        except Exception:  # nothing unexpected may kill the sending thread; the spool keeps the data
+            delay = self.backoff.next_delay()
+            log.exception("unexpected error while shipping; retrying in %.1fs", delay)
+            return delay
         self.backoff.reset()
         return 0.0
 

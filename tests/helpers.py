@@ -54,8 +54,12 @@ def migrated_sqlite(tmp: Path) -> str:
 
 
 def new_token(url: str, node: str) -> str:
-    with transaction(make_sessionmaker(make_engine(url))) as session:
-        return create_token(session, node)
+    engine = make_engine(url)
+    try:
+        with transaction(make_sessionmaker(engine)) as session:
+            return create_token(session, node)
+    finally:
+        engine.dispose()
 
 
 class InProcessServer:

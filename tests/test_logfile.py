@@ -183,3 +183,18 @@ def test_tailer_backlog_larger_than_one_read_comes_over_several_polls_each_line_
             break
         got.extend(batch)
     assert got == expected
+
+
+def test_tailer_reads_the_rotated_files_last_lines_before_the_new_file(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    _append(log, "one\n")
+    tailer = LogTailer(log)
+    assert tailer.poll() == ["one"]
+    _append(log, "two\nthree")  # written after our last read, just before the rotation
+    os.rename(log, tmp_path / "train.log.1")
+    _append(log, "four\n")
+    assert tailer.poll() == ["two", "three", "four"]
+    assert tailer.position.inode == log.stat().st_ino
+    _append(log, "five\n")
+    assert tailer.poll() == ["five"]
+    tailer.close()

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import func, select
 
@@ -316,3 +317,14 @@ def test_shipper_run_ships_what_is_spooled_while_running_and_heartbeats_dropped_
         thread.join(timeout=15)
     assert not thread.is_alive()
     assert spool.stats() == (0, 0)
+
+
+def test_an_unexpected_error_backs_off_instead_of_killing_the_shipper(tmp_path: Path) -> None:
+    class Broken(ServerClient):
+        def register(self, req: RegisterRequest) -> httpx.Response:
+            raise ValueError("the server answered something that is not JSON")
+
+    spool = Spool(tmp_path / "spool", 1 << 20)
+    shipper = Shipper(Broken("http://127.0.0.1:9", "t"), spool, lambda: RegisterRequest(hostname="h"))
+    shipper.step()  # must not raise
+    assert shipper.backoff.failures == 1 and not shipper.registered

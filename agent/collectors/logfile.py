@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from gpuwatch.protocol import MAX_LOG_LINE_CHARS
 
@@ -20,6 +21,10 @@ class TailPosition:
 class LogTailer:
     """Yields complete lines appended to ``path`` since the last call; a partial last line waits.
 
+    The file stays open between polls, so when it is rotated (renamed away, a new file created) the
+    lines written to the old file before the rename are still read to its end, then the new file is
+    followed from its start. A file truncated in place is followed from its start again.
+
     A line longer than MAX_LOG_LINE_CHARS is cut there and marked, so one runaway line (a progress
     bar without newlines, a dumped tensor) can neither block the stream nor be refused by the server.
     """
@@ -28,35 +33,76 @@ class LogTailer:
         self.path = path
         self.stream = f"file:{path}"
         self.position = position or TailPosition()
+        self._file: BinaryIO | None = None
         self._partial = b""
         self.truncated_lines = 0
 
     def poll(self) -> list[str]:
+        if self._file is None and not self._open():
+            return []
+        assert self._file is not None
+        data = self._file.read(_READ_CHUNK)
+        self.position.offset += len(data)
+        lines = self._split(data)
+        if len(data) < _READ_CHUNK:  # at the end of what we have open: has the path moved on?
+            lines += self._follow_path()
+        return lines
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    @property
+    def committed_offset(self) -> int:
+        """Offset of the first byte not yet returned as a line (where a restarted agent resumes)."""
+        return self.position.offset - len(self._partial)
+
+    def _open(self) -> bool:
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - kept open across polls, closed in close()
+        except FileNotFoundError:
+            return False
+        st = os.fstat(f.fileno())
+        if st.st_ino != self.position.inode or st.st_size < self.position.offset:
+            self.position = TailPosition(st.st_ino, 0)  # a different file than the saved position's
+        f.seek(self.position.offset)
+        self._file = f
+        return True
+
+    def _follow_path(self) -> list[str]:
+        """Switch to a new file at ``path`` (rotation) or rewind (truncation); return its first lines."""
+        assert self._file is not None
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            return []
-        if st.st_ino != self.position.inode or st.st_size < self.position.offset:
-            # Rotated (new inode) or truncated in place: start again at the top of the new file.
-            self.position = TailPosition(st.st_ino, 0)
+            return []  # renamed away and not yet recreated: keep the old file open
+        if st.st_ino != self.position.inode:
+            tail = self._flush_partial()  # the old file's last line, even without its newline
+            self.close()
+            return tail + (self.poll() if self._open() else [])
+        if st.st_size < self.position.offset:
             self._partial = b""
-        if st.st_size == self.position.offset:
+            self._file.seek(0)
+            self.position.offset = 0
+            return self.poll()
+        return []
+
+    def _flush_partial(self) -> list[str]:
+        if not self._partial:
             return []
-        with open(self.path, "rb") as f:
-            f.seek(self.position.offset)
-            data = f.read(_READ_CHUNK)
-        self.position.offset += len(data)
+        line, self._partial = self._partial, b""
+        return [self._decode(line)]
+
+    def _split(self, data: bytes) -> list[str]:
+        if not data:
+            return []
         chunks = (self._partial + data).split(b"\n")
         self._partial = chunks.pop()
         if len(self._partial) > MAX_LOG_LINE_CHARS * 4:  # a line with no end in sight: ship what we have
             chunks.append(self._partial)
             self._partial = b""
         return [self._decode(c) for c in chunks]
-
-    @property
-    def committed_offset(self) -> int:
-        """Offset of the first byte not yet returned as a line (where a restarted agent resumes)."""
-        return self.position.offset - len(self._partial)
 
     def _decode(self, raw: bytes) -> str:
         text = raw.rstrip(b"\r").decode("utf-8", errors="replace")
