@@ -18,7 +18,7 @@ from server.api.routes import health, ingest, read
 from server.store.db import make_engine, make_sessionmaker
 from server.store.migrate import check_schema
 from server.store.models import Gpu, Node
-from server.telemetry.exporter import IngestMetrics, TelemetryCollector
+from server.telemetry.exporter import IngestMetrics, MetricsExporter
 from server.telemetry.latest import Telemetry
 
 log = logging.getLogger("gpuwatch.server")
@@ -33,8 +33,8 @@ def create_app(settings: Settings) -> FastAPI:
     telemetry = Telemetry(settings.ring_size)
     _load_inventory(sessions, telemetry)
     registry = CollectorRegistry()
-    registry.register(TelemetryCollector(telemetry, settings.node_timeout_s))
-    svc = Services(settings, engine, sessions, telemetry, registry, IngestMetrics(registry))
+    exporter = MetricsExporter(telemetry, registry, settings.node_timeout_s)
+    svc = Services(settings, engine, sessions, telemetry, exporter, IngestMetrics(registry))
 
     app = FastAPI(title="gpuwatch", version=__version__, description="GPU cluster observability and diagnosis")
     app.state.services = svc

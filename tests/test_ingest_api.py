@@ -9,6 +9,7 @@ import time
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
 from gpuwatch.protocol import Batch, Event, GpuInfo, GpuSample, LogLine, RegisterRequest
@@ -167,15 +168,22 @@ def test_registration_lists_gpus_before_samples(node: httpx.Client) -> None:
 def test_metrics_use_dcgm_names_and_labels(node: httpx.Client) -> None:
     _post(node, _batch(1))
     text = node.get("/metrics").text
-    assert (
-        'DCGM_FI_DEV_GPU_UTIL{Hostname="node-a",UUID="GPU-1",device="nvidia1",gpu="1",instance="node-a",'
-        'modelName="unknown"} 51.0' in text
-    )
-    assert "# TYPE DCGM_FI_DEV_POWER_USAGE gauge" in text
-    assert "DCGM_FI_DEV_XID_ERRORS{" in text
-    assert 'gpuwatch_node_up{instance="node-a",node="node-a"} 1.0' in text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    util = {s.labels["gpu"]: s for s in families["DCGM_FI_DEV_GPU_UTIL"].samples}
+    assert util["1"].value == 51.0
+    assert util["1"].labels == {
+        "gpu": "1",
+        "UUID": "GPU-1",
+        "device": "nvidia1",
+        "modelName": "unknown",
+        "Hostname": "node-a",
+        "instance": "node-a",
+    }
+    assert families["DCGM_FI_DEV_POWER_USAGE"].type == "gauge"
+    assert [s.value for s in families["DCGM_FI_DEV_XID_ERRORS"].samples] == [0.0, 0.0]
+    assert families["gpuwatch_node_up"].samples[0].value == 1.0
     # A field the GPU did not report is absent, not zero.
-    assert "DCGM_FI_DEV_GPU_TEMP{" not in text
+    assert "DCGM_FI_DEV_GPU_TEMP" not in families
 
 
 def test_dead_database_is_503_and_stores_nothing(live_server: InProcessServer, node: httpx.Client) -> None:

@@ -7,14 +7,13 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request
-from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpuwatch.config import Settings
 from server.store.models import Node
 from server.store.nodes import node_for_token
-from server.telemetry.exporter import IngestMetrics
+from server.telemetry.exporter import IngestMetrics, MetricsExporter
 from server.telemetry.latest import Telemetry
 
 
@@ -26,7 +25,7 @@ class Services:
     engine: Engine
     sessions: sessionmaker[Session]
     telemetry: Telemetry
-    registry: CollectorRegistry
+    exporter: MetricsExporter
     metrics: IngestMetrics
 
 

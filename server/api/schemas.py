@@ -34,6 +34,7 @@ class GpuOut(_Out):
     model: str
     memory_total_mib: float | None
     sample: GpuSample | None
+    sample_age_s: float | None = None  # seconds since the latest sample reached the server
 
 
 class JobOut(_Out):

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -132,35 +132,87 @@ def _labels(state: GpuState) -> tuple[str, ...]:
     return (str(info.index), info.uuid, f"nvidia{info.index}", info.name, state.node, state.node)
 
 
-class TelemetryCollector(Collector):
-    """Renders `Telemetry` as Prometheus metric families at scrape time."""
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
-    def __init__(self, telemetry: Telemetry, node_timeout_s: float, clock: Callable[[], float] = time.time) -> None:
+
+def render_dcgm(gpus: list[GpuState]) -> str:
+    """The DCGM families in Prometheus text format, written here rather than by prometheus-client:
+    the client would declare a counter as `<name>_total` in its TYPE line, and dcgm-exporter's
+    counters (`DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`, …) must keep their exact names, TYPE line included."""
+    out: list[str] = []
+    for field in DCGM_FIELDS:
+        rows = [(state, field.value(state.latest)) for state in gpus if state.latest is not None]
+        rows = [(state, value) for state, value in rows if value is not None]
+        if not rows:
+            continue
+        out.append(f"# HELP {field.name} {field.help}")
+        out.append(f"# TYPE {field.name} {field.kind}")
+        for state, value in rows:
+            labels = ",".join(f'{k}="{_escape(v)}"' for k, v in zip(GPU_LABELS, _labels(state), strict=True))
+            out.append(f"{field.name}{{{labels}}} {float(value)!r}")
+    return "\n".join(out) + "\n" if out else ""
+
+
+class MetricsExporter:
+    """What /metrics serves: the DCGM families of every GPU heard from recently, then the registry's
+    gpuwatch_* families.
+
+    A GPU unheard for node_timeout_s is not exported at all, as dcgm-exporter drops a GPU it cannot
+    read: a frozen last value would claim a dead GPU is still busy. Its growing
+    `gpuwatch_gpu_last_sample_seconds` says what happened instead.
+    """
+
+    def __init__(
+        self,
+        telemetry: Telemetry,
+        registry: CollectorRegistry,
+        node_timeout_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._telemetry = telemetry
+        self._registry = registry
         self._node_timeout_s = node_timeout_s
         self._clock = clock
+        registry.register(_GpuwatchCollector(self))
+
+    def render(self) -> bytes:
+        now = self._clock()
+        fresh = [
+            g
+            for g in self._telemetry.gpus()
+            if g.received_at is not None and now - g.received_at <= self._node_timeout_s
+        ]
+        return render_dcgm(fresh).encode() + generate_latest(self._registry)
+
+
+class _GpuwatchCollector(Collector):
+    """gpuwatch's own per-node and per-GPU series, rendered from `Telemetry` at scrape time."""
+
+    def __init__(self, exporter: MetricsExporter) -> None:
+        self._exporter = exporter
 
     def collect(self) -> Iterator[Metric]:
-        gpus = [g for g in self._telemetry.gpus() if g.latest is not None]
-        for field in DCGM_FIELDS:
-            family = Metric(field.name, field.help, field.kind)
-            for state in gpus:
-                value = field.value(state.latest)  # type: ignore[arg-type]
-                if value is not None:
-                    family.add_sample(field.name, dict(zip(GPU_LABELS, _labels(state), strict=True)), float(value))
-            yield family
+        exporter = self._exporter
+        telemetry, timeout, now = exporter._telemetry, exporter._node_timeout_s, exporter._clock()
+        age_gpu = Metric(
+            "gpuwatch_gpu_last_sample_seconds", "Seconds since the GPU's latest sample reached the server.", "gauge"
+        )
+        for state in telemetry.gpus():
+            if state.received_at is not None:
+                labels = dict(zip(GPU_LABELS, _labels(state), strict=True))
+                age_gpu.add_sample("gpuwatch_gpu_last_sample_seconds", labels, now - state.received_at)
+        yield age_gpu
 
-        now = self._clock()
         up = Metric("gpuwatch_node_up", "1 if the node's agent was heard from within node_timeout_s.", "gauge")
         dropped = Metric("gpuwatch_agent_dropped", "Items the node's agent dropped (spool full), by kind.", "counter")
         age = Metric("gpuwatch_node_last_seen_seconds", "Seconds since the node's agent was last heard.", "gauge")
-        for node in self._telemetry.nodes():
-            seen = node.last_seen is not None and now - node.last_seen <= self._node_timeout_s
-            up.add_sample("gpuwatch_node_up", {"node": node.name, "instance": node.name}, 1.0 if seen else 0.0)
+        for node in telemetry.nodes():
+            labels = {"node": node.name, "instance": node.name}
+            seen = node.last_seen is not None and now - node.last_seen <= timeout
+            up.add_sample("gpuwatch_node_up", labels, 1.0 if seen else 0.0)
             if node.last_seen is not None:
-                age.add_sample(
-                    "gpuwatch_node_last_seen_seconds", {"node": node.name, "instance": node.name}, now - node.last_seen
-                )
+                age.add_sample("gpuwatch_node_last_seen_seconds", labels, now - node.last_seen)
             for kind, count in sorted(node.dropped.items()):
                 dropped.add_sample("gpuwatch_agent_dropped_total", {"node": node.name, "kind": kind}, float(count))
         yield up

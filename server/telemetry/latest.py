@@ -20,6 +20,7 @@ class GpuState:
     node: str
     info: GpuInfo
     latest: GpuSample | None = None
+    received_at: float | None = None  # server clock: when the latest sample arrived (agent clocks may skew)
     recent: deque[GpuSample] = field(default_factory=deque)
 
 
@@ -50,7 +51,8 @@ class Telemetry:
                 else:
                     state.info = info
 
-    def add_samples(self, node: str, samples: list[GpuSample]) -> None:
+    def add_samples(self, node: str, samples: list[GpuSample], now: float | None = None) -> None:
+        now = time.time() if now is None else now
         with self._lock:
             for sample in samples:
                 state = self._gpus.get((node, sample.gpu))
@@ -59,6 +61,7 @@ class Telemetry:
                     state = self._gpus[(node, sample.gpu)] = GpuState(node, info, recent=deque(maxlen=self._ring_size))
                 if state.latest is None or sample.ts >= state.latest.ts:
                     state.latest = sample
+                    state.received_at = now
                 state.recent.append(sample)
 
     def touch(self, node: str, dropped: dict[str, int] | None = None, now: float | None = None) -> None:
@@ -91,4 +94,4 @@ class Telemetry:
     @staticmethod
     def _copy(state: GpuState) -> GpuState:
         # Samples are immutable pydantic models; only the containers need copying.
-        return GpuState(state.node, state.info, state.latest)
+        return GpuState(state.node, state.info, state.latest, state.received_at)

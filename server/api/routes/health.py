@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
@@ -36,5 +36,5 @@ def readyz(svc: ServicesDep) -> JSONResponse:
 
 @router.get("/metrics")
 async def metrics(svc: ServicesDep) -> Response:
-    body = await run_in_threadpool(generate_latest, svc.registry)
+    body = await run_in_threadpool(svc.exporter.render)
     return Response(body, media_type=CONTENT_TYPE_LATEST)

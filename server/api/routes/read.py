@@ -39,7 +39,8 @@ def list_nodes(session: SessionDep, svc: ServicesDep) -> list[NodeOut]:
 
 @router.get("/gpus", response_model=list[GpuOut])
 def list_gpus(svc: ServicesDep, node: str | None = None) -> list[GpuOut]:
-    """Every known GPU with its latest sample (null until the first one arrives)."""
+    """Every known GPU with its latest sample (null until the first one arrives) and that sample's age."""
+    now = time.time()
     return [
         GpuOut(
             node=g.node,
@@ -48,6 +49,7 @@ def list_gpus(svc: ServicesDep, node: str | None = None) -> list[GpuOut]:
             model=g.info.name,
             memory_total_mib=g.info.memory_total_mib,
             sample=g.latest,
+            sample_age_s=None if g.received_at is None else now - g.received_at,
         )
         for g in svc.telemetry.gpus()
         if node is None or g.node == node

@@ -1,0 +1,81 @@
+"""The /metrics rendering of telemetry: names, units, absent fields, and silent GPUs."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpuwatch.protocol import GpuInfo, GpuSample
+from server.telemetry.exporter import MetricsExporter
+from server.telemetry.latest import Telemetry
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _render(telemetry: Telemetry, clock: Clock) -> str:
+    text = MetricsExporter(telemetry, CollectorRegistry(), node_timeout_s=30, clock=clock).render().decode()
+    # Every line must parse as the Prometheus text format, and every family's TYPE must name its samples.
+    for family in text_string_to_metric_families(text):
+        assert all(s.name.startswith(family.name) for s in family.samples), family.name
+    return text
+
+
+def test_silent_gpu_stops_being_exported_but_its_age_grows() -> None:
+    clock = Clock(1_000.0)
+    t = Telemetry()
+    t.set_inventory("n1", [GpuInfo(index=i, uuid=f"GPU-{i}", name="NVIDIA H100 80GB HBM3") for i in range(2)])
+    t.add_samples("n1", [GpuSample(ts=999.0, gpu=i, uuid=f"GPU-{i}", util_gpu=97.0) for i in range(2)], now=1_000.0)
+    t.touch("n1", now=1_000.0)
+    assert _render(t, clock).count("DCGM_FI_DEV_GPU_UTIL{") == 2
+
+    clock.now = 1_020.0  # GPU 0 keeps reporting, GPU 1 has gone silent
+    t.add_samples("n1", [GpuSample(ts=1_019.0, gpu=0, uuid="GPU-0", util_gpu=95.0)], now=1_020.0)
+    t.touch("n1", now=1_020.0)
+    clock.now = 1_045.0
+    text = _render(t, clock)
+    assert text.count("DCGM_FI_DEV_GPU_UTIL{") == 1
+    assert 'gpu="0"' in text.split("DCGM_FI_DEV_GPU_UTIL{")[1].split("\n")[0]
+    ages = {
+        line.split('gpu="')[1][0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("gpuwatch_gpu_last_sample_seconds{")
+    }
+    assert ages == {"0": 25.0, "1": 45.0}
+    assert 'gpuwatch_node_up{instance="n1",node="n1"} 1.0' in text
+
+
+def test_node_down_after_timeout_and_counters_keep_dcgm_names() -> None:
+    clock = Clock(2_000.0)
+    t = Telemetry()
+    t.add_samples(
+        "n1",
+        [
+            GpuSample(
+                ts=1_999.0,
+                gpu=0,
+                uuid="GPU-0",
+                ecc_dbe_volatile=3,
+                nvlink_tx_kib=2048,
+                nvlink_rx_kib=1024,
+                pcie_tx_kbps=10.0,
+                power_w=412.5,
+            )
+        ],
+        now=2_000.0,
+    )
+    t.touch("n1", {"logs": 7}, now=2_000.0)
+    text = _render(t, clock)
+    assert "# TYPE DCGM_FI_DEV_ECC_DBE_VOL_TOTAL counter" in text
+    assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{" in text and "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL_total" not in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL{"))
+    assert line.endswith(" 3.0")  # (2048 + 1024) KiB = 3 MiB
+    assert any(ln.startswith("DCGM_FI_PROF_PCIE_TX_BYTES{") and ln.endswith(" 10240.0") for ln in text.splitlines())
+    assert 'gpuwatch_agent_dropped_total{kind="logs",node="n1"} 7.0' in text
+    clock.now = 2_031.0
+    assert 'gpuwatch_node_up{instance="n1",node="n1"} 0.0' in _render(t, clock)
