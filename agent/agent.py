@@ -11,13 +11,27 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.collectors.base import GpuCollector, GpuEvent
+from agent.collectors.infiniband import InfinibandCollector
 from agent.collectors.logfile import LogTailer, TailPosition
+from agent.jobs import JobDirectory
+from agent.local_api import LocalApi
 from agent.shipper import Backoff, ServerClient, Shipper
 from agent.spool import Spool
 from agent.state import AgentState
 from gpuwatch import __version__
 from gpuwatch.config import Settings
-from gpuwatch.protocol import MAX_BATCH_ITEMS, Batch, Event, GpuSample, LogLine, RegisterRequest
+from gpuwatch.protocol import (
+    MAX_BATCH_ITEMS,
+    Batch,
+    ClientReport,
+    Event,
+    GpuSample,
+    IbPortSample,
+    JobProcess,
+    LogLine,
+    RegisterRequest,
+    StepReport,
+)
 
 log = logging.getLogger("gpuwatch.agent")
 
@@ -50,6 +64,15 @@ class Agent:
         self._samples: list[GpuSample] = []
         self._events: list[Event] = []
         self._logs: list[LogLine] = []
+        self.jobs = JobDirectory(socket.gethostname())
+        self.infiniband = InfinibandCollector(settings.sysfs_root)
+        self._ib: list[IbPortSample] = []
+        # Filled by the local API's threads, drained by the main loop.
+        self._client_lock = threading.Lock()
+        self._steps: list[StepReport] = []
+        self._binds: list[JobProcess] = []
+        self._client_dropped: dict[int, int] = {}
+        self.local_api = LocalApi(self._on_client_report, port=settings.client_port)
         self._last_batch_id = 0
         self.stop = threading.Event()
 
@@ -57,6 +80,7 @@ class Agent:
         """Run until `stop` is set (SIGTERM/SIGINT in the CLI); flush what is pending on the way out."""
         sender = threading.Thread(target=self.shipper.run, args=(self.stop,), name="shipper", daemon=True)
         sender.start()
+        self.local_api.start()
         s = self.settings
         next_sample = next_flush = self.clock()
         next_flush += s.flush_s
@@ -82,6 +106,7 @@ class Agent:
             self._tail(self.clock())
             self.flush()
             self.stop.set()
+            self.local_api.close()
             sender.join()
             self.shipper.client.close()
             self.collector.close()
@@ -90,20 +115,35 @@ class Agent:
 
     def flush(self) -> None:
         """Turn everything pending into spooled batches, then remember the positions they cover."""
-        while self._samples or self._logs or self._events:
+        with self._client_lock:
+            steps, self._steps = self._steps, []
+            client_dropped = sum(self._client_dropped.values())
+        processes = self.jobs.take_new()
+        dropped = self.spool.dropped_snapshot()
+        if client_dropped:
+            dropped["client_steps"] = client_dropped
+        ib, self._ib = self._ib, []
+        while self._samples or self._logs or self._events or steps or processes or ib:
             take = MAX_BATCH_ITEMS // 4  # keeps a batch well under the server's body limit
             samples, self._samples = self._samples[:take], self._samples[take:]
             logs, self._logs = self._logs[:take], self._logs[take:]
             events, self._events = self._events[:take], self._events[take:]
+            batch_steps, steps = steps[:take], steps[take:]
+            batch_procs, processes = processes[:take], processes[take:]
+            batch_ib, ib = ib[:take], ib[take:]
             batch = Batch(
                 batch_id=self._next_batch_id(),
                 samples=samples,
                 logs=logs,
                 events=events,
-                dropped=self.spool.dropped_snapshot(),
+                processes=batch_procs,
+                steps=batch_steps,
+                ib=batch_ib,
+                dropped=dropped,
             )
             body = gzip.compress(batch.model_dump_json(exclude_none=True).encode(), compresslevel=5)
-            self.spool.put(batch.batch_id, body, {"samples": len(samples), "logs": len(logs), "events": len(events)})
+            counts = {"samples": len(samples), "logs": len(logs), "events": len(events), "steps": len(batch_steps)}
+            self.spool.put(batch.batch_id, body, counts)
         for t in self.tailers:
             self.state.files[str(t.path)] = TailPosition(t.position.inode, t.committed_offset)
         self.state.save()
@@ -115,13 +155,28 @@ class Agent:
         self._last_batch_id = max(self._last_batch_id + 1, time.time_ns() // 1000)
         return self._last_batch_id
 
-    def _sample(self, now: float) -> None:
-        reading = self.collector.collect(now)
-        self._samples.extend(reading.samples)
-        self._events.extend(self._sequence(e) for e in reading.events)
+    def _on_client_report(self, report: ClientReport) -> None:
+        """A training process's steps and identity (called on the local API's threads)."""
+        with self._client_lock:
+            self._steps.extend(report.steps)
+            self._client_dropped[report.process.pid] = report.dropped
+            self._binds.append(report.process)
 
-    def _sequence(self, event: GpuEvent) -> Event:
-        stream = f"gpu:{self.collector.name}"
+    def _sample(self, now: float) -> None:
+        with self._client_lock:
+            binds, self._binds = self._binds, []
+        for proc in binds:
+            if self.jobs.register(proc) and proc.gpu is not None and hasattr(self.collector, "bind"):
+                self.collector.bind(proc.gpu, proc.pid)  # simulated GPUs follow the process's activity
+        reading = self.collector.collect(now)
+        self.jobs.prune({p.pid for s in reading.samples for p in s.processes or ()})
+        self._samples.extend(self.jobs.attribute(reading.samples, self.settings.interval_s))
+        ports, ib_events = self.infiniband.collect(now)
+        self._ib.extend(ports)
+        self._events.extend(self._sequence(e, "infiniband") for e in ib_events)
+        self._events.extend(self._sequence(e, f"gpu:{self.collector.name}") for e in reading.events)
+
+    def _sequence(self, event: GpuEvent, stream: str) -> Event:
         return Event(
             stream=stream,
             seq=self.state.next_seq(stream),

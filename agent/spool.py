@@ -19,8 +19,9 @@ from pathlib import Path
 
 log = logging.getLogger("gpuwatch.agent.spool")
 
-_NAME = re.compile(r"^(\d{20})\.(\d+)-(\d+)-(\d+)\.json\.gz$")
-KINDS = ("samples", "logs", "events")
+# batch id, then the item count of each kind; older spools have no steps count (read as 0).
+_NAME = re.compile(r"^(\d{20})\.(\d+)-(\d+)-(\d+)(?:-(\d+))?\.json\.gz$")
+KINDS = ("samples", "logs", "events", "steps")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +38,8 @@ def _item(path: Path) -> SpoolItem | None:
     m = _NAME.match(path.name)
     if m is None:
         return None
-    return SpoolItem(path, int(m.group(1)), dict(zip(KINDS, map(int, m.groups()[1:]), strict=True)))
+    counts = [int(n or 0) for n in m.groups()[1:]]
+    return SpoolItem(path, int(m.group(1)), dict(zip(KINDS, counts, strict=True)))
 
 
 class Spool:

@@ -63,6 +63,8 @@ def agent(
     log_file: Annotated[list[Path] | None, typer.Option("--log-file", help="a job log to tail (repeatable)")] = None,
     spool_dir: Annotated[Path | None, typer.Option(help="spool directory")] = None,
     backoff_max: Annotated[float | None, typer.Option(help="longest retry wait, seconds")] = None,
+    client_port: Annotated[int | None, typer.Option(help="loopback port for training clients (0: any)")] = None,
+    sysfs_root: Annotated[Path | None, typer.Option(help="sysfs root for InfiniBand counters")] = None,
 ) -> None:
     """Run the node agent: sample GPUs, tail logs, ship to the server."""
     from agent.main import run_agent
@@ -79,6 +81,8 @@ def agent(
         log_files=log_file or None,
         spool_dir=spool_dir,
         backoff_max_s=backoff_max,
+        client_port=client_port,
+        sysfs_root=sysfs_root,
     )
     raise typer.Exit(run_agent(settings))
 

@@ -45,6 +45,13 @@ class Settings(BaseSettings):
     node_timeout_s: float = Field(default=30.0, gt=0, description="a node is down after this long without data")
     ring_size: int = Field(default=600, ge=1, description="recent samples kept in memory per GPU")
     db_busy_timeout_ms: int = Field(default=5000, ge=0, description="SQLite lock wait before giving up")
+    job_window_s: float = Field(default=300.0, gt=0, description="window of the per-job utilization figures")
+    straggler_margin: float = Field(default=0.2, gt=0, description="compute time this far over the others' median")
+    straggler_steps: int = Field(default=5, ge=1, description="… for this many steps in a row is a straggler")
+    straggler_min_s: float = Field(default=0.005, ge=0, description="… and by at least this many seconds")
+    hang_timeout_s: float = Field(default=600.0, gt=0, description="default; a job may set its own")
+    hang_check_s: float = Field(default=1.0, gt=0, description="how often jobs are checked for hangs")
+    max_rank_series: int = Field(default=64, ge=1, description="jobs with more ranks export job-level series only")
 
     # agent
     server_url: str = "http://127.0.0.1:8600"
@@ -59,6 +66,8 @@ class Settings(BaseSettings):
     backoff_max_s: float = Field(default=30.0, gt=0, description="longest wait between retries")
     log_files: list[Path] = Field(default_factory=list, description="job logs the agent tails")
     simulate: int = Field(default=0, ge=0, le=64, description="simulated GPUs instead of NVML")
+    client_port: int = Field(default=8601, ge=0, le=65535, description="loopback port for training clients")
+    sysfs_root: Path = Field(default=Path("/sys"), description="where InfiniBand counters are read from")
 
     @classmethod
     def settings_customise_sources(

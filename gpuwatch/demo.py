@@ -102,7 +102,21 @@ def run_demo(duration: float | None, data_dir: Path | None, nodes: int = 2, gpus
         _wait_ready(url, server)
         for n in names:
             spawn(
-                ["agent", "--server", url, "--token", tokens[n], "--node", n, "--simulate", str(gpus), "--flush", "1"],
+                [
+                    "agent",
+                    "--server",
+                    url,
+                    "--token",
+                    tokens[n],
+                    "--node",
+                    n,
+                    "--simulate",
+                    str(gpus),
+                    "--flush",
+                    "1",
+                    "--client-port",
+                    "0",
+                ],
                 f"agent-{n}.log",
             )
         console.print(f"server {url} · data in {data_dir} · Ctrl-C to stop")

@@ -74,6 +74,66 @@ class GpuSample(_Model):
     nvlink_rx_kib: int | None = Field(default=None, ge=0, description="NVLink data RX counter, KiB")
     xid_last: int | None = Field(default=None, ge=0, description="value of the last Xid seen")
     processes: list[GpuProcess] | None = Field(default=None, max_length=1024)
+    period_s: float | None = Field(default=None, gt=0, le=3600, description="time this sample stands for")
+    job: str | None = Field(default=None, max_length=255, description="job using this GPU, if any (agent's mapping)")
+    rank: int | None = Field(default=None, ge=0, description="that job's rank on this GPU")
+
+
+class JobProcess(_Model):
+    """One process of a training job on a node: how samples of the GPU it uses are attributed.
+
+    Sent by the training client to its local agent, or discovered by the agent from the process's
+    environment (SLURM_JOB_ID / SLURM_PROCID, pod name, torchrun's RANK / LOCAL_RANK / WORLD_SIZE)."""
+
+    job: str = _Name
+    pid: int = Field(ge=1)
+    rank: int | None = Field(default=None, ge=0)
+    local_rank: int | None = Field(default=None, ge=0)
+    world_size: int | None = Field(default=None, ge=1)
+    gpu: int | None = Field(default=None, ge=0, le=1023, description="GPU index the process uses, if known")
+    scheduler: str = Field(default="local", max_length=32, description="local | slurm | kubernetes | torchrun")
+    external_id: str | None = Field(default=None, max_length=255, description="SLURM_JOB_ID or namespace/pod")
+    hang_timeout_s: float | None = Field(default=None, gt=0)
+
+
+class CollectiveStat(_Model):
+    count: int = Field(ge=0)
+    seconds: float = Field(ge=0)
+    bytes: int = Field(default=0, ge=0)
+
+
+class StepReport(_Model):
+    """One training step of one rank, as the training client timed it."""
+
+    job: str = _Name
+    rank: int = Field(ge=0)
+    step: int = Field(ge=0)
+    ts: float = Field(gt=0, description="unix time the step ended")
+    duration_s: float = Field(ge=0, description="wall time of the step")
+    comm_s: float = Field(default=0.0, ge=0, description="time inside collectives during the step")
+    tokens: float | None = Field(default=None, ge=0)
+    samples: float | None = Field(default=None, ge=0)
+    collectives: dict[str, CollectiveStat] = Field(default_factory=dict, description="by op: all_reduce, …")
+
+
+class ClientReport(_Model):
+    """What `gpuwatch.client` POSTs to its local agent (http://127.0.0.1:8601/v1/report by default)."""
+
+    version: int = Field(default=PROTOCOL_VERSION, ge=1, le=PROTOCOL_VERSION)
+    process: JobProcess
+    steps: list[StepReport] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
+    dropped: int = Field(default=0, ge=0, description="steps the client dropped since it started (agent away)")
+
+
+class IbPortSample(_Model):
+    """One InfiniBand port's counters: rates from consecutive readings, wrap-around corrected."""
+
+    ts: float = Field(gt=0)
+    device: str = Field(min_length=1, max_length=64, description="e.g. mlx5_0")
+    port: int = Field(ge=0)
+    xmit_bytes_per_s: float | None = Field(default=None, ge=0)
+    rcv_bytes_per_s: float | None = Field(default=None, ge=0)
+    errors: dict[str, int] = Field(default_factory=dict, description="error counters since boot, by sysfs name")
 
 
 class LogLine(_Model):
@@ -106,6 +166,9 @@ class Batch(_Model):
     samples: list[GpuSample] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
     logs: list[LogLine] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
     events: list[Event] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
+    processes: list[JobProcess] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
+    steps: list[StepReport] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
+    ib: list[IbPortSample] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
     dropped: dict[str, int] = Field(
         default_factory=dict, description="items the agent had to drop since it first started, by kind"
     )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -15,10 +17,12 @@ from gpuwatch.config import Settings
 from gpuwatch.protocol import GpuInfo
 from server.api.deps import Services
 from server.api.routes import health, ingest, read
+from server.detections import HangChecker
 from server.store.db import make_engine, make_sessionmaker
 from server.store.migrate import check_schema
 from server.store.models import Gpu, Node
 from server.telemetry.exporter import IngestMetrics, MetricsExporter
+from server.telemetry.jobs import JobTracker
 from server.telemetry.latest import Telemetry
 
 log = logging.getLogger("gpuwatch.server")
@@ -33,10 +37,28 @@ def create_app(settings: Settings) -> FastAPI:
     telemetry = Telemetry(settings.ring_size)
     _load_inventory(sessions, telemetry)
     registry = CollectorRegistry()
-    exporter = MetricsExporter(telemetry, registry, settings.node_timeout_s)
-    svc = Services(settings, engine, sessions, telemetry, exporter, IngestMetrics(registry))
+    jobs = JobTracker(
+        window_s=settings.job_window_s,
+        straggler_margin=settings.straggler_margin,
+        straggler_steps=settings.straggler_steps,
+        straggler_min_s=settings.straggler_min_s,
+        default_hang_timeout_s=settings.hang_timeout_s,
+    )
+    exporter = MetricsExporter(
+        telemetry, registry, settings.node_timeout_s, jobs=jobs, max_rank_series=settings.max_rank_series
+    )
+    svc = Services(settings, engine, sessions, telemetry, exporter, jobs, IngestMetrics(registry))
 
-    app = FastAPI(title="gpuwatch", version=__version__, description="GPU cluster observability and diagnosis")
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        checker = HangChecker(svc, settings.hang_check_s)
+        checker.start()
+        yield
+        checker.stop()
+
+    app = FastAPI(
+        title="gpuwatch", version=__version__, description="GPU cluster observability and diagnosis", lifespan=lifespan
+    )
     app.state.services = svc
     for module in (health, ingest, read):
         app.include_router(module.router)

@@ -40,6 +40,8 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
                     new_token(url, name),
                     "--node",
                     name,
+                    "--client-port",
+                    "0",
                     "--simulate",
                     "8",
                     "--flush",

@@ -52,6 +52,8 @@ def test_server_outage_loses_and_doubles_nothing(tmp_path: Path) -> None:
             new_token(url, "n1"),
             "--node",
             "n1",
+            "--client-port",
+            "0",
             "--simulate",
             "2",
             "--flush",

@@ -11,7 +11,7 @@ BIG = 1 << 30
 
 
 def _counts(samples: int = 0, logs: int = 0, events: int = 0) -> dict[str, int]:
-    return {"samples": samples, "logs": logs, "events": events}
+    return {"samples": samples, "logs": logs, "events": events, "steps": 0}
 
 
 def _drain(spool: Spool) -> list[tuple[int, bytes, dict[str, int]]]:

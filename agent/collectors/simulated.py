@@ -61,6 +61,30 @@ _XID_TEXT = {
 }
 
 _fault_seq = itertools.count()
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(slots=True)
+class _Binding:
+    """A real process "using" a simulated GPU: the GPU looks as busy as the process's CPU."""
+
+    pid: int
+    proc_root: Path
+    cpu_ticks: int | None = None
+    at: float | None = None
+
+    def utilization(self, now: float) -> float | None:
+        """CPU share of the process since the last call, in %; None once the process is gone."""
+        try:
+            fields = (self.proc_root / str(self.pid) / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        ticks = int(fields[11]) + int(fields[12])  # utime + stime (fields 14 and 15 of proc(5))
+        util = 0.0
+        if self.cpu_ticks is not None and self.at is not None and now > self.at:
+            util = _clamp(100.0 * (ticks - self.cpu_ticks) / _CLK_TCK / (now - self.at), 0.0, 100.0)
+        self.cpu_ticks, self.at = ticks, now
+        return util
 
 
 @dataclass(slots=True)
@@ -101,6 +125,8 @@ class SimulatedCollector:
             seed = int.from_bytes(hashlib.sha256(node.encode()).digest()[:8], "big")
         self._rng = random.Random(seed)
         self._last_now: float | None = None
+        self._bindings: dict[int, _Binding] = {}
+        self._proc_root = Path("/proc")
         job_offset = self._rng.uniform(0, _CHECKPOINT_PERIOD_S)  # the node's job started at some time
         self._gpus = [
             _Gpu(
@@ -147,8 +173,34 @@ class SimulatedCollector:
     def close(self) -> None:
         pass
 
+    def bind(self, gpu: int, pid: int) -> None:
+        """Let the real process ``pid`` use GPU ``gpu``: the GPU reports that process, and its
+        utilisation follows the process's CPU use, so a rank that sleeps or hangs shows an idle GPU.
+        When the process exits the GPU is free: idle, with no processes."""
+        if 0 <= gpu < len(self._gpus) and (gpu not in self._bindings or self._bindings[gpu].pid != pid):
+            self._bindings[gpu] = _Binding(pid, self._proc_root)
+
     def _step(self, gpu: _Gpu, now: float, dt: float) -> GpuSample:
         """Advance one GPU's state to ``now`` and return its sample."""
+        sample = self._model(gpu, now, dt)
+        binding = self._bindings.get(gpu.index)
+        if binding is None:
+            return sample
+        util = binding.utilization(now)
+        if util is None:  # the process is gone: the GPU sits free
+            return sample.model_copy(update={"util_gpu": 0.0, "util_mem": 0.0, "processes": [], "power_w": 90.0})
+        used = sample.fb_used_mib or 0.0
+        return sample.model_copy(
+            update={
+                "util_gpu": round(util, 1),
+                "util_mem": round(0.6 * util, 1),
+                "power_w": round(min(POWER_CAP_W, 90.0 + 6.0 * util), 1),
+                "processes": [GpuProcess(pid=binding.pid, used_memory_mib=max(0.0, used - 512))],
+            }
+        )
+
+    def _model(self, gpu: _Gpu, now: float, dt: float) -> GpuSample:
+        """Advance one GPU's state to ``now`` and return the modelled training-job sample."""
         rng = self._rng
         if gpu.thermal_until is not None and now >= gpu.thermal_until:
             gpu.thermal_until = None

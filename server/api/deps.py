@@ -14,6 +14,7 @@ from gpuwatch.config import Settings
 from server.store.models import Node
 from server.store.nodes import node_for_token
 from server.telemetry.exporter import IngestMetrics, MetricsExporter
+from server.telemetry.jobs import JobTracker
 from server.telemetry.latest import Telemetry
 
 
@@ -26,6 +27,7 @@ class Services:
     sessions: sessionmaker[Session]
     telemetry: Telemetry
     exporter: MetricsExporter
+    jobs: JobTracker
     metrics: IngestMetrics
 
 

@@ -15,6 +15,7 @@ from sqlalchemy import case, select, update
 from sqlalchemy.orm import Session
 
 from gpuwatch.protocol import Batch, BatchAck, GpuInfo, GpuSample
+from server.store.jobs import IDLE_UTIL, store_job_data
 from server.store.models import EventRow, Gpu, GpuRollup, IngestBatch, LogLineRow, Node
 from server.store.nodes import upsert_gpu
 from server.store.upsert import insert_for
@@ -75,6 +76,7 @@ def store_batch(session: Session, node: Node, batch: Batch) -> StoreResult:
         ],
     )
     _store_samples(session, node, batch.samples)
+    store_job_data(session, node.id, batch.processes, batch.steps, batch.samples)
     values: dict[str, object] = {"last_seen_at": datetime.now(UTC)}
     if batch.dropped:
         values["dropped"] = batch.dropped
@@ -117,6 +119,10 @@ def _add_rollups(session: Session, gpu_ids: dict[int, int], samples: list[GpuSam
             "fb_used_max_mib": 0.0,
             "power_sum_w": 0.0,
             "temp_max_c": 0.0,
+            "gpu_seconds": 0.0,
+            "idle_seconds": 0.0,
+            "unallocated_seconds": 0.0,
+            "energy_j": 0.0,
         }
     )
     for s in samples:
@@ -129,6 +135,13 @@ def _add_rollups(session: Session, gpu_ids: dict[int, int], samples: list[GpuSam
         a["fb_used_max_mib"] = max(a["fb_used_max_mib"], s.fb_used_mib or 0.0)
         a["power_sum_w"] += s.power_w or 0.0
         a["temp_max_c"] = max(a["temp_max_c"], s.temp_c or 0.0)
+        period = s.period_s or 1.0
+        a["gpu_seconds"] += period
+        if s.util_gpu is not None and s.util_gpu < IDLE_UTIL:
+            a["idle_seconds"] += period
+        if s.job is None:
+            a["unallocated_seconds"] += period
+        a["energy_j"] += (s.power_w or 0.0) * period
     table = GpuRollup.__table__
     stmt = insert_for(session, table)
     ex, c = stmt.excluded, table.c
@@ -142,6 +155,10 @@ def _add_rollups(session: Session, gpu_ids: dict[int, int], samples: list[GpuSam
             "fb_used_max_mib": _greatest(c.fb_used_max_mib, ex.fb_used_max_mib),
             "power_sum_w": c.power_sum_w + ex.power_sum_w,
             "temp_max_c": _greatest(c.temp_max_c, ex.temp_max_c),
+            "gpu_seconds": c.gpu_seconds + ex.gpu_seconds,
+            "idle_seconds": c.idle_seconds + ex.idle_seconds,
+            "unallocated_seconds": c.unallocated_seconds + ex.unallocated_seconds,
+            "energy_j": c.energy_j + ex.energy_j,
         },
     )
     session.execute(upsert, [{"gpu_id": gpu_id, "minute": minute, **a} for (gpu_id, minute), a in acc.items()])

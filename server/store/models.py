@@ -131,6 +131,7 @@ class Job(Base):
     owner: Mapped[str | None] = mapped_column(String(255))
     world_size: Mapped[int | None] = mapped_column(Integer)
     checkpoint_dir: Mapped[str | None] = mapped_column(Text)
+    hang_timeout_s: Mapped[float | None] = mapped_column(Float)
     state: Mapped[str] = mapped_column(String(32), default="pending")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
@@ -152,6 +153,23 @@ class Run(Base):
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     exit_code: Mapped[int | None] = mapped_column(Integer)
     signal: Mapped[int | None] = mapped_column(Integer)
+
+
+class JobRank(Base):
+    """Where each rank of a job runs (the latest process seen for it)."""
+
+    __tablename__ = "job_ranks"
+    __table_args__ = (UniqueConstraint("job_id", "rank"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    rank: Mapped[int] = mapped_column(Integer)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
+    pid: Mapped[int] = mapped_column(Integer)
+    local_rank: Mapped[int | None] = mapped_column(Integer)
+    gpu_index: Mapped[int | None] = mapped_column(Integer)
+    first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class LogLineRow(Base):
@@ -259,3 +277,26 @@ class GpuRollup(Base):
     fb_used_max_mib: Mapped[float] = mapped_column(Float)
     power_sum_w: Mapped[float] = mapped_column(Float)
     temp_max_c: Mapped[float] = mapped_column(Float)
+    gpu_seconds: Mapped[float] = mapped_column(Float, server_default="0")
+    idle_seconds: Mapped[float] = mapped_column(Float, server_default="0", doc="utilisation under 5 %")
+    unallocated_seconds: Mapped[float] = mapped_column(Float, server_default="0", doc="no job on the GPU")
+    energy_j: Mapped[float] = mapped_column(Float, server_default="0")
+
+
+class JobRollup(Base):
+    """Per-job, per-rank, per-minute aggregates (rank -1: GPU samples whose rank is unknown)."""
+
+    __tablename__ = "job_rollups"
+
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    rank: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    minute: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    steps: Mapped[int] = mapped_column(Integer, default=0)
+    step_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    comm_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    tokens: Mapped[float] = mapped_column(Float, default=0.0)
+    samples: Mapped[float] = mapped_column(Float, default=0.0)
+    gpu_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    idle_gpu_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    util_gpu_seconds: Mapped[float] = mapped_column(Float, default=0.0, doc="sum of utilisation x period")
+    energy_j: Mapped[float] = mapped_column(Float, default=0.0)

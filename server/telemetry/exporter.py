@@ -18,6 +18,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gpuwatch.protocol import GpuSample
+from server.telemetry.jobs import JobTracker
 from server.telemetry.latest import GpuState, Telemetry
 
 _KIB = 1024.0
@@ -169,7 +170,11 @@ class MetricsExporter:
         registry: CollectorRegistry,
         node_timeout_s: float,
         clock: Callable[[], float] = time.time,
+        jobs: JobTracker | None = None,
+        max_rank_series: int = 64,
     ) -> None:
+        self._jobs = jobs
+        self._max_rank_series = max_rank_series
         self._telemetry = telemetry
         self._registry = registry
         self._node_timeout_s = node_timeout_s
@@ -204,6 +209,15 @@ class _GpuwatchCollector(Collector):
                 age_gpu.add_sample("gpuwatch_gpu_last_sample_seconds", labels, now - state.received_at)
         yield age_gpu
 
+        free = Metric("gpuwatch_gpus_unallocated", "GPUs reporting with no job on them (idle capacity).", "gauge")
+        unallocated: dict[str, int] = {}
+        for state in telemetry.gpus():
+            if state.received_at is not None and now - state.received_at <= timeout and state.latest is not None:
+                unallocated[state.node] = unallocated.get(state.node, 0) + (state.latest.job is None)
+        for node_name, count in sorted(unallocated.items()):
+            free.add_sample(free.name, {"node": node_name, "instance": node_name}, float(count))
+        yield free
+
         up = Metric("gpuwatch_node_up", "1 if the node's agent was heard from within node_timeout_s.", "gauge")
         dropped = Metric("gpuwatch_agent_dropped", "Items the node's agent dropped (spool full), by kind.", "counter")
         age = Metric("gpuwatch_node_last_seen_seconds", "Seconds since the node's agent was last heard.", "gauge")
@@ -218,6 +232,70 @@ class _GpuwatchCollector(Collector):
         yield up
         yield age
         yield dropped
+        yield from _ib_families(telemetry, now, timeout)
+        if exporter._jobs is not None:
+            yield from _job_families(exporter._jobs, exporter._max_rank_series)
+
+
+def _ib_families(telemetry: Telemetry, now: float, timeout: float) -> Iterator[Metric]:
+    """InfiniBand ports heard from within ``timeout``: data rates and error counters."""
+    tx = Metric("gpuwatch_ib_port_transmit_bytes_per_second", "InfiniBand port transmit rate (in B/s).", "gauge")
+    rx = Metric("gpuwatch_ib_port_receive_bytes_per_second", "InfiniBand port receive rate (in B/s).", "gauge")
+    errors = Metric("gpuwatch_ib_port_errors", "InfiniBand port error counters since boot, by counter.", "counter")
+    for node, p, received in telemetry.ib_ports():
+        if now - received > timeout:
+            continue
+        labels = {"node": node, "instance": node, "device": p.device, "port": str(p.port)}
+        if p.xmit_bytes_per_s is not None:
+            tx.add_sample(tx.name, labels, p.xmit_bytes_per_s)
+        if p.rcv_bytes_per_s is not None:
+            rx.add_sample(rx.name, labels, p.rcv_bytes_per_s)
+        for counter, value in sorted(p.errors.items()):
+            errors.add_sample("gpuwatch_ib_port_errors_total", {**labels, "counter": counter}, float(value))
+    yield from (tx, rx, errors)
+
+
+# (metric, help, JobSummary/RankSummary attribute) of the per-job gauges.
+_JOB_GAUGES = (
+    ("gpuwatch_job_gpu_utilization", "GPU utilization of the job's GPUs over the window (in %).", "gpu_util_mean"),
+    ("gpuwatch_job_comm_overhead_ratio", "Time in collectives / step time over the window.", "comm_overhead"),
+    ("gpuwatch_job_step_seconds", "Median step time over the window (in s).", "step_s"),
+)
+
+
+def _job_families(jobs: JobTracker, max_rank_series: int) -> Iterator[Metric]:
+    """Job series. Label cardinality: one series per job and rank (`rank="all"` for the job as a
+    whole); a job with more than ``max_rank_series`` ranks exports only its `rank="all"` series.
+    Jobs unheard of for an hour leave the tracker, and so the exposition."""
+    gauges = {name: Metric(name, text, "gauge") for name, text, _ in _JOB_GAUGES}
+    throughput = Metric("gpuwatch_job_throughput", "Job throughput over the window, by unit (per s).", "gauge")
+    idle = Metric("gpuwatch_job_idle_gpu_hours", "GPU-hours the job's GPUs sat under 5% utilization.", "counter")
+    gpu_hours = Metric("gpuwatch_job_gpu_hours", "GPU-hours allocated to the job (seen by this server).", "counter")
+    stragglers = Metric("gpuwatch_straggler_events", "Straggler events raised, by job.", "counter")
+    hangs = Metric("gpuwatch_hang_events", "Hang events raised, by job.", "counter")
+    for name in jobs.jobs():
+        summary = jobs.summary(name)
+        if summary is None:
+            continue
+        rows: list[tuple[dict[str, str], object]] = [({"job": name, "rank": "all", "node": ""}, summary)]
+        if len(summary.ranks) <= max_rank_series:
+            rows += [
+                ({"job": name, "rank": str(r.rank), "node": r.node or ""}, r) for r in summary.ranks if r.rank >= 0
+            ]
+        for metric, _, attr in _JOB_GAUGES:
+            for labels, source in rows:
+                value = getattr(source, attr)
+                if value is not None:
+                    gauges[metric].add_sample(metric, labels, float(value))
+        for unit, value in (("tokens", summary.tokens_per_s), ("samples", summary.samples_per_s)):
+            if value is not None:
+                throughput.add_sample("gpuwatch_job_throughput", {"job": name, "unit": unit}, value)
+        idle.add_sample("gpuwatch_job_idle_gpu_hours_total", {"job": name}, summary.idle_gpu_hours)
+        gpu_hours.add_sample("gpuwatch_job_gpu_hours_total", {"job": name}, summary.gpu_hours)
+        stragglers.add_sample("gpuwatch_straggler_events_total", {"job": name}, float(summary.straggler_events))
+        hangs.add_sample("gpuwatch_hang_events_total", {"job": name}, float(summary.hang_events))
+    yield from gauges.values()
+    yield from (throughput, idle, gpu_hours, stragglers, hangs)
 
 
 class IngestMetrics:
@@ -242,6 +320,9 @@ class IngestMetrics:
             "gpuwatch_ingest_bytes",
             "Request body bytes received on ingest (as sent, compressed or not).",
             registry=registry,
+        )
+        self.detections = Counter(
+            "gpuwatch_detections", "Stragglers and hangs found, by kind.", ["kind"], registry=registry
         )
         self.latency = Gauge(
             "gpuwatch_ingest_last_batch_seconds", "Time the last batch took to store.", registry=registry

@@ -12,7 +12,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from gpuwatch.protocol import GpuInfo, GpuSample
+from gpuwatch.protocol import GpuInfo, GpuSample, IbPortSample
 
 
 @dataclass(slots=True)
@@ -39,6 +39,7 @@ class Telemetry:
         self._lock = threading.Lock()
         self._gpus: dict[tuple[str, int], GpuState] = {}
         self._nodes: dict[str, NodeState] = {}
+        self._ib: dict[tuple[str, str, int], tuple[IbPortSample, float]] = {}  # -> (latest, received)
 
     def set_inventory(self, node: str, gpus: list[GpuInfo]) -> None:
         """Record what GPUs a node has; samples for unknown GPUs are kept under a placeholder identity."""
@@ -63,6 +64,19 @@ class Telemetry:
                     state.latest = sample
                     state.received_at = now
                 state.recent.append(sample)
+
+    def add_ib(self, node: str, ports: list[IbPortSample], now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        with self._lock:
+            for p in ports:
+                key = (node, p.device, p.port)
+                if key not in self._ib or p.ts >= self._ib[key][0].ts:
+                    self._ib[key] = (p, now)
+
+    def ib_ports(self) -> list[tuple[str, IbPortSample, float]]:
+        """(node, latest sample, when it arrived) of every InfiniBand port."""
+        with self._lock:
+            return [(node, p, at) for (node, _, _), (p, at) in sorted(self._ib.items())]
 
     def touch(self, node: str, dropped: dict[str, int] | None = None, now: float | None = None) -> None:
         """Note that ``node`` was heard from (and what its agent reports having dropped)."""

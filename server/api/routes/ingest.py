@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from gpuwatch.protocol import Batch, BatchAck, Heartbeat, RegisterRequest, RegisterResponse
 from server.api.body import read_model
 from server.api.deps import NodeDep, ServicesDep
+from server.detections import record
 from server.store.db import transaction
 from server.store.ingest import store_batch
 from server.store.models import Node, utcnow
@@ -80,5 +81,12 @@ async def ingest(request: Request, node: NodeDep, svc: ServicesDep) -> BatchAck:
         svc.metrics.items.labels("log").inc(ack.logs)
         svc.metrics.items.labels("event").inc(ack.events)
         svc.telemetry.add_samples(node.name, batch.samples)
+        svc.telemetry.add_ib(node.name, batch.ib)
+        jobs = svc.jobs
+        jobs.add_processes(node.name, batch.processes)
+        jobs.add_samples(node.name, batch.samples)
+        found = jobs.add_steps(node.name, batch.steps)
+        if found:
+            await run_in_threadpool(record, svc, found)
     svc.telemetry.touch(node.name, batch.dropped or None)
     return ack

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 from sqlalchemy import func, select
 
 from server.api.deps import ServicesDep, SessionDep
-from server.api.schemas import EventOut, GpuOut, JobOut, LogLineOut, NodeOut, RunOut
-from server.store.models import EventRow, Gpu, Job, LogLineRow, Node, Run
+from server.api.schemas import (
+    EventOut,
+    GpuOut,
+    JobOut,
+    JobUtilizationOut,
+    LogLineOut,
+    NodeOut,
+    RankUtilizationOut,
+    RunOut,
+)
+from server.store.models import EventRow, Gpu, Job, JobRollup, LogLineRow, Node, Run
 
 router = APIRouter(prefix="/api/v1", tags=["read"])
 
@@ -57,8 +67,13 @@ def list_gpus(svc: ServicesDep, node: str | None = None) -> list[GpuOut]:
 
 
 @router.get("/jobs", response_model=list[JobOut])
-def list_jobs(session: SessionDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[Job]:
-    return list(session.scalars(select(Job).order_by(Job.id.desc()).limit(limit)))
+def list_jobs(
+    session: SessionDep, name: str | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> list[Job]:
+    q = select(Job).order_by(Job.id.desc()).limit(limit)
+    if name is not None:
+        q = q.where(Job.name == name)
+    return list(session.scalars(q))
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
@@ -67,6 +82,36 @@ def get_job(job_id: int, session: SessionDep) -> Job:
     if job is None:
         raise HTTPException(404, f"no job {job_id}")
     return job
+
+
+@router.get("/jobs/{job_id}/utilization", response_model=JobUtilizationOut)
+def job_utilization(
+    job_id: int,
+    session: SessionDep,
+    svc: ServicesDep,
+    window_s: Annotated[float | None, Query(gt=0, le=86_400)] = None,
+) -> JobUtilizationOut:
+    """Utilization, step time, communication overhead and interconnect traffic of a job, over the
+    recent window, per rank; and its GPU time over its whole life, from the per-minute rollups."""
+    job = get_job(job_id, session)
+    summary = svc.jobs.summary(job.name, window_s)
+    if summary is None:
+        raise HTTPException(404, f"job {job.name!r} has sent no steps or GPU samples since the server started")
+    totals = session.execute(
+        select(
+            func.coalesce(func.sum(JobRollup.gpu_seconds), 0.0),
+            func.coalesce(func.sum(JobRollup.idle_gpu_seconds), 0.0),
+            func.coalesce(func.sum(JobRollup.energy_j), 0.0),
+        ).where(JobRollup.job_id == job_id)
+    ).one()
+    return JobUtilizationOut(
+        id=job.id,
+        **{k: v for k, v in asdict(summary).items() if k != "ranks"},
+        ranks=[RankUtilizationOut(**asdict(r)) for r in summary.ranks],
+        stored_gpu_hours=totals[0] / 3600,
+        stored_idle_gpu_hours=totals[1] / 3600,
+        stored_energy_kwh=totals[2] / 3.6e6,
+    )
 
 
 @router.get("/jobs/{job_id}/runs", response_model=list[RunOut])

@@ -1,0 +1,385 @@
+"""The process-wide buffer of timed steps and the thread that ships them to the local agent.
+
+The split is what keeps training fast: the training thread only appends plain tuples to deques
+(atomic under the GIL, no lock, no allocation beyond the tuple); everything that costs something —
+aggregating collectives, validating with pydantic, JSON, HTTP, backoff — happens in one daemon
+thread that wakes every ``interval_s``. Nothing the thread does can raise into training code, and
+when the agent is away the buffers stay bounded and every step that cannot be delivered is counted
+as dropped, so ``sent + dropped + buffered`` accounts for every step recorded.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import http.client
+import logging
+import math
+import os
+import socket
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from gpuwatch.client.identity import identity_from_env
+from gpuwatch.protocol import MAX_BATCH_ITEMS, ClientReport, CollectiveStat, JobProcess, StepReport
+
+log = logging.getLogger("gpuwatch.client")
+
+DEFAULT_AGENT_URL = "http://127.0.0.1:8601"
+AGENT_URL_ENV = "GPUWATCH_AGENT_URL"
+REPORT_PATH = "/v1/report"
+DEFAULT_MAXLEN = 10_000
+INTERVAL_S = 0.5
+HTTP_TIMEOUT_S = 0.5
+BACKOFF_MAX_S = 30.0
+#: With no new steps the thread still posts this often, so the agent keeps seeing a live (maybe hung) process.
+HEARTBEAT_S = 5.0
+#: Steps per POST: a backlog after an outage goes out in several bodies of a few hundred KB each.
+MAX_POST_STEPS = min(2_000, MAX_BATCH_ITEMS)
+#: How long the interpreter's exit may wait for the last flush.
+EXIT_DEADLINE_S = 1.0
+#: Collectives kept between two step boundaries; only a process that times collectives but never
+#: steps comes near it, and then further ones are ignored instead of growing without bound.
+MAX_PENDING_COLLECTIVES = 16_384
+
+#: A collective's duration: seconds, or a zero-argument callable that returns them once known
+#: (resolved in the background thread, e.g. from CUDA events).
+Seconds = float | Callable[[], float]
+Sender = Callable[[str, bytes], None]
+
+# (step, ts, duration_s, tokens, samples, collectives recorded during the step or None)
+_RawStep = tuple[int, float, float, Any, Any, list[tuple[str, Seconds, int]] | None]
+# (step, ts, duration_s, tokens, samples, comm_s, {op: [count, seconds, bytes]})
+_Step = tuple[int, float, float, float | None, float | None, float, dict[str, list[Any]]]
+
+
+class HttpSender:
+    """POSTs JSON over one kept-alive stdlib connection; any non-2xx answer is a failure.
+
+    Stdlib only, so importing the client pulls in no HTTP library and works in any training image.
+    """
+
+    def __init__(self, timeout_s: float = HTTP_TIMEOUT_S) -> None:
+        self._timeout_s = timeout_s
+        self._conn: http.client.HTTPConnection | None = None
+        self._key: tuple[str, str, int | None] | None = None
+
+    def __call__(self, url: str, body: bytes) -> None:
+        parts = urlsplit(url)
+        key = (parts.scheme, parts.hostname or "127.0.0.1", parts.port)
+        if self._conn is None or key != self._key:
+            self.close()
+            cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+            self._conn, self._key = cls(key[1], key[2], timeout=self._timeout_s), key
+        conn = self._conn
+        try:
+            conn.request("POST", parts.path or "/", body, {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            resp.read()
+            if resp.will_close:
+                self.close()
+            if not 200 <= resp.status < 300:
+                raise OSError(f"agent answered HTTP {resp.status}")
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):  # closing a broken socket
+                self._conn.close()
+        self._conn = None
+
+
+def _number(value: Any) -> float | None:
+    """tokens / samples as a float, or None when it is not a usable count (a bad value costs the
+    field, never the step)."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+class Reporter:
+    """Buffers steps and collective timings of one process and ships them to the local agent.
+
+    One instance per process (``gpuwatch.client`` holds it); tests make their own. ``send`` is the
+    transport (default: :class:`HttpSender`), ``env`` where identity and the agent URL are read
+    (default ``os.environ``, read lazily, in the background thread).
+    """
+
+    def __init__(
+        self,
+        maxlen: int = DEFAULT_MAXLEN,
+        *,
+        interval_s: float = INTERVAL_S,
+        send: Sender | None = None,
+        env: Mapping[str, str] | None = None,
+        autostart: bool = True,
+    ) -> None:
+        self.maxlen = maxlen
+        self._interval_s = interval_s
+        self._send: Sender = send or HttpSender()
+        self._env = env
+        self._autostart = autostart
+        self._overrides: dict[str, Any] = {}
+        self._agent_url: str | None = None
+        self._reset_state()
+        if hasattr(os, "register_at_fork"):
+            ref = weakref.ref(self)  # a weak one: short-lived reporters (tests) must stay collectable
+            os.register_at_fork(after_in_child=lambda: (r := ref()) is not None and r._reset_state())
+
+    def _reset_state(self) -> None:
+        """Fresh buffers and no thread: also what a forked child (a DataLoader worker) starts with."""
+        # Written by the training thread(s):
+        self._buf: deque[_RawStep] = deque(maxlen=self.maxlen)
+        self._pending: list[tuple[str, Seconds, int]] = []
+        self._next_step = 0
+        self._overflow = 0
+        self._started = False
+        # Owned by the background thread (under _io_lock):
+        self._staged: list[_Step] = []
+        self._sent = 0
+        self._dropped = 0
+        self._failures = 0
+        self._next_attempt = 0.0
+        self._last_post = 0.0
+        self._process: JobProcess | None = None
+        self._io_lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- hot path: training thread ------------------------------------------------------------
+
+    def begin_step(self) -> None:
+        """Forget collectives recorded outside any step: they belong to no step's comm time."""
+        if self._pending:
+            self._pending = []
+
+    def end_step(self, n: int | None, duration_s: float, tokens: Any = None, samples: Any = None) -> None:
+        """Buffer one finished step; never raises, never blocks (the agent may be away for hours)."""
+        try:
+            ts = time.time()
+            collectives = self._pending
+            if collectives:
+                # Swap, don't copy: the background thread aggregates the old list later, by which
+                # time a collective recorded by another thread in the same instant has landed in it.
+                self._pending = []
+            else:
+                collectives = None
+            if n is None:
+                n = self._next_step
+            self._next_step = n + 1
+            buf = self._buf
+            if len(buf) == self.maxlen:
+                self._overflow += 1  # the deque forgets the oldest step: recent ones matter most
+            buf.append((n, ts, duration_s, tokens, samples, collectives))
+            if not self._started:
+                self._start()
+        except Exception:  # pragma: no cover - defensive: training must go on
+            log.debug("gpuwatch: could not record a step", exc_info=True)
+
+    def record_collective(self, op: str, seconds: Seconds, nbytes: int = 0) -> None:
+        """Note a collective's duration; safe from any thread (a list append is atomic)."""
+        pending = self._pending
+        if len(pending) < MAX_PENDING_COLLECTIVES:
+            pending.append((op, seconds, nbytes))
+
+    # -- configuration ------------------------------------------------------------------------
+
+    def configure(
+        self,
+        job: str | None = None,
+        rank: int | None = None,
+        agent_url: str | None = None,
+        hang_timeout_s: float | None = None,
+    ) -> JobProcess:
+        """Override parts of the discovered identity; invalid values raise ValueError here, at setup."""
+        overrides = dict(self._overrides)
+        for key, value in (("job", job), ("rank", rank), ("hang_timeout_s", hang_timeout_s)):
+            if value is not None:
+                overrides[key] = value
+        process = self._build_process(overrides)  # validates before anything changes
+        with self._io_lock:
+            self._overrides = overrides
+            self._process = process
+            if agent_url is not None and agent_url != self._agent_url:
+                self._agent_url = agent_url
+                self._failures, self._next_attempt = 0, 0.0  # a new agent deserves a try at once
+        return process
+
+    def process(self) -> JobProcess:
+        """Who this process is to the agent: discovered from the environment once, then cached."""
+        if self._process is None:
+            self._process = self._build_process(self._overrides)
+        return self._process
+
+    def _environ(self) -> Mapping[str, str]:
+        return os.environ if self._env is None else self._env
+
+    def _build_process(self, overrides: Mapping[str, Any]) -> JobProcess:
+        pid, host = os.getpid(), socket.gethostname()
+        found = identity_from_env(self._environ(), pid, host)
+        base = found.model_dump() if found else {"job": f"local-{host}-{pid}", "pid": pid, "rank": 0}
+        try:
+            return JobProcess.model_validate({**base, **overrides})
+        except Exception as exc:
+            raise ValueError(f"gpuwatch.client.configure: {exc}") from None
+
+    def agent_url(self) -> str:
+        return self._agent_url or self._environ().get(AGENT_URL_ENV) or DEFAULT_AGENT_URL
+
+    # -- background thread --------------------------------------------------------------------
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._started:
+                return
+            self._started = True
+            if not self._autostart:
+                return
+            self._stop.clear()
+            thread = threading.Thread(target=self._run, name="gpuwatch-reporter", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:  # interpreter shutting down, or out of threads
+                log.debug("gpuwatch: reporter thread not started", exc_info=True)
+                return
+            self._thread = thread
+            atexit.register(self.close, EXIT_DEADLINE_S)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self._tick(final=False)
+        self._tick(final=True, deadline=time.monotonic() + EXIT_DEADLINE_S)
+
+    def _tick(self, final: bool, deadline: float | None = None) -> None:
+        try:
+            with self._io_lock:
+                self._collect()
+                self._ship(final, deadline)
+        except Exception:
+            log.debug("gpuwatch: reporter tick failed", exc_info=True)
+
+    def flush(self, timeout_s: float = EXIT_DEADLINE_S) -> bool:
+        """Ship what is buffered now, ignoring backoff; True when nothing is left buffered."""
+        deadline = time.monotonic() + timeout_s
+        if not self._io_lock.acquire(timeout=timeout_s):
+            return False
+        try:
+            self._collect()
+            self._ship(final=True, deadline=deadline)
+        except Exception:
+            log.debug("gpuwatch: flush failed", exc_info=True)
+        finally:
+            self._io_lock.release()
+        return not self._buf and not self._staged
+
+    def close(self, timeout_s: float = EXIT_DEADLINE_S) -> None:
+        """Stop the thread after a last flush bounded by ``timeout_s`` (also run at interpreter exit)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
+        self._thread = None
+        atexit.unregister(self.close)
+
+    def _collect(self) -> None:
+        """Move steps from the training thread's deque into our own list, aggregated and bounded."""
+        buf, staged = self._buf, self._staged
+        while buf:
+            n, ts, duration_s, tokens, samples, collectives = buf.popleft()
+            comm_s = 0.0
+            ops: dict[str, list[Any]] = {}
+            if collectives:
+                for op, seconds, nbytes in list(collectives):
+                    if not isinstance(seconds, float | int):
+                        seconds = seconds()  # deferred (e.g. CUDA events): resolved here, off the hot path
+                    stat = ops.get(op)
+                    if stat is None:
+                        ops[op] = [1, seconds, nbytes]
+                    else:
+                        stat[0] += 1
+                        stat[1] += seconds
+                        stat[2] += nbytes
+                    comm_s += seconds
+            staged.append((n, ts, duration_s, _number(tokens), _number(samples), comm_s, ops))
+        excess = len(staged) - self.maxlen
+        if excess > 0:
+            del staged[:excess]
+            self._dropped += excess
+
+    def _ship(self, final: bool, deadline: float | None) -> None:
+        now = time.monotonic()
+        if not final and now < self._next_attempt:
+            return
+        while True:
+            batch = self._staged[:MAX_POST_STEPS]
+            if not batch and not final and now - self._last_post < HEARTBEAT_S:
+                return
+            if not batch and final:
+                return
+            body, invalid = self._encode(batch)
+            try:
+                self._send(self.agent_url().rstrip("/") + REPORT_PATH, body)
+            except Exception as exc:
+                del self._staged[: len(batch)]
+                self._dropped += len(batch) - invalid  # the invalid ones are counted already
+                self._failures += 1
+                delay = min(BACKOFF_MAX_S, self._interval_s * 2.0**self._failures)
+                self._next_attempt = time.monotonic() + delay
+                log.debug("gpuwatch: report to %s failed (%s); next try in %.1fs", self.agent_url(), exc, delay)
+                return
+            del self._staged[: len(batch)]
+            self._sent += len(batch) - invalid
+            self._failures, self._next_attempt = 0, 0.0
+            now = self._last_post = time.monotonic()
+            if not self._staged or (deadline is not None and now >= deadline):
+                return
+
+    def _encode(self, batch: list[_Step]) -> tuple[bytes, int]:
+        """The JSON body for ``batch``; a step that fails validation is dropped alone (and counted)."""
+        process = self.process()
+        job, rank = process.job, process.rank or 0
+        steps: list[StepReport] = []
+        invalid = 0
+        for n, ts, duration_s, tokens, samples, comm_s, ops in batch:
+            try:
+                steps.append(
+                    StepReport(
+                        job=job,
+                        rank=rank,
+                        step=n,
+                        ts=ts,
+                        duration_s=duration_s,
+                        comm_s=comm_s,
+                        tokens=tokens,
+                        samples=samples,
+                        collectives={op: CollectiveStat(count=c, seconds=s, bytes=b) for op, (c, s, b) in ops.items()},
+                    )
+                )
+            except Exception:
+                invalid += 1
+                log.debug("gpuwatch: invalid step %r dropped", n, exc_info=True)
+        self._dropped += invalid
+        report = ClientReport(process=process, steps=steps, dropped=self._dropped + self._overflow)
+        return report.model_dump_json().encode(), invalid
+
+    # -- introspection ------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        """Counts of steps: delivered, dropped (overflow, failed posts, invalid) and still buffered."""
+        return {
+            "sent": self._sent,
+            "dropped": self._dropped + self._overflow,
+            "buffered": len(self._buf) + len(self._staged),
+        }

@@ -1,0 +1,126 @@
+"""Jobs, their ranks and their per-minute rollups, from the processes, steps and attributed GPU
+samples of ingest batches."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpuwatch.protocol import GpuSample, JobProcess, StepReport
+from server.store.models import Job, JobRank, JobRollup, utcnow
+from server.store.upsert import insert_for
+
+IDLE_UTIL = 5.0  # % utilisation under which a GPU counts as idle
+
+
+def _minute(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts - ts % 60, UTC)
+
+
+def job_ids(session: Session, names: set[str], processes: list[JobProcess]) -> dict[str, int]:
+    """Ids of the named jobs, creating (and updating from ``processes``) as needed."""
+    if not names:
+        return {}
+    jobs = {j.name: j for j in session.scalars(select(Job).where(Job.name.in_(names)))}
+    for name in names - set(jobs):
+        jobs[name] = Job(name=name, state="running")
+        session.add(jobs[name])
+    for p in processes:
+        job = jobs[p.job]
+        job.scheduler = p.scheduler
+        job.external_id = p.external_id or job.external_id
+        job.world_size = p.world_size or job.world_size
+        job.hang_timeout_s = p.hang_timeout_s or job.hang_timeout_s
+        job.state = "running"
+    session.flush()
+    return {name: job.id for name, job in jobs.items()}
+
+
+def store_job_data(
+    session: Session, node_id: int, processes: list[JobProcess], steps: list[StepReport], samples: list[GpuSample]
+) -> None:
+    names = {p.job for p in processes} | {s.job for s in steps} | {s.job for s in samples if s.job}
+    ids = job_ids(session, names, processes)
+    _store_ranks(session, node_id, ids, processes)
+    _store_rollups(session, ids, steps, samples)
+
+
+def _store_ranks(session: Session, node_id: int, ids: dict[str, int], processes: list[JobProcess]) -> None:
+    rows = [
+        {
+            "job_id": ids[p.job],
+            "rank": p.rank,
+            "node_id": node_id,
+            "pid": p.pid,
+            "local_rank": p.local_rank,
+            "gpu_index": p.gpu,
+            "first_seen_at": utcnow(),
+            "last_seen_at": utcnow(),
+        }
+        for p in processes
+        if p.rank is not None
+    ]
+    if not rows:
+        return
+    stmt = insert_for(session, JobRank.__table__)
+    ex = stmt.excluded
+    session.execute(
+        stmt.on_conflict_do_update(
+            index_elements=["job_id", "rank"],
+            set_={
+                "node_id": ex.node_id,
+                "pid": ex.pid,
+                "local_rank": ex.local_rank,
+                "gpu_index": ex.gpu_index,
+                "last_seen_at": ex.last_seen_at,
+            },
+        ),
+        rows,
+    )
+
+
+_ROLLUP_SUMS = (
+    "steps",
+    "step_seconds",
+    "comm_seconds",
+    "tokens",
+    "samples",
+    "gpu_seconds",
+    "idle_gpu_seconds",
+    "util_gpu_seconds",
+    "energy_j",
+)
+
+
+def _store_rollups(session: Session, ids: dict[str, int], steps: list[StepReport], samples: list[GpuSample]) -> None:
+    acc: dict[tuple[int, int, datetime], dict[str, float]] = defaultdict(lambda: dict.fromkeys(_ROLLUP_SUMS, 0.0))
+    for st in steps:
+        a = acc[(ids[st.job], st.rank, _minute(st.ts))]
+        a["steps"] += 1
+        a["step_seconds"] += st.duration_s
+        a["comm_seconds"] += st.comm_s
+        a["tokens"] += st.tokens or 0.0
+        a["samples"] += st.samples or 0.0
+    for s in samples:
+        if s.job is None:
+            continue
+        a = acc[(ids[s.job], s.rank if s.rank is not None else -1, _minute(s.ts))]
+        period = s.period_s or 1.0
+        a["gpu_seconds"] += period
+        if s.util_gpu is not None:
+            a["util_gpu_seconds"] += s.util_gpu * period
+            if s.util_gpu < IDLE_UTIL:
+                a["idle_gpu_seconds"] += period
+        a["energy_j"] += (s.power_w or 0.0) * period
+    if not acc:
+        return
+    table = JobRollup.__table__
+    stmt = insert_for(session, table)
+    upsert = stmt.on_conflict_do_update(
+        index_elements=["job_id", "rank", "minute"],
+        set_={k: table.c[k] + stmt.excluded[k] for k in _ROLLUP_SUMS},
+    )
+    session.execute(upsert, [{"job_id": j, "rank": r, "minute": m, **a} for (j, r, m), a in acc.items()])

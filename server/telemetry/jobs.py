@@ -1,0 +1,399 @@
+"""Per-job analysis in memory: utilization, step time, communication overhead, stragglers and hangs.
+
+Fed from every ingest batch (processes, steps, attributed GPU samples) and asked by /metrics, the
+API and a periodic hang check. State per job is bounded (recent steps and samples within a time
+window), and a job unheard of for `forget_after_s` is dropped, which also bounds metric cardinality.
+
+Two definitions worth knowing:
+
+* **Straggler**: synchronous collectives make every rank's *wall* step time the same (the fast ranks
+  wait inside all_reduce for the slow one), so a straggler is found by its *compute* time, the step
+  minus the time spent in collectives: a rank whose compute time exceeds the median of the other
+  ranks' by more than `straggler_margin` (and `straggler_min_s`) for `straggler_steps` steps in a row.
+* **Hang**: the job as a whole: no rank has finished a step for the job's hang timeout, and every
+  GPU sample attributed to the job is idle (below `idle_util`). A long step on busy GPUs is progress,
+  not a hang. A job with no GPU samples at all (CPU-only) is judged on its steps alone.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuwatch.protocol import GpuSample, JobProcess, StepReport
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    kind: str  # "straggler" | "hang"
+    job: str
+    node: str | None
+    ranks: tuple[int, ...]
+    message: str
+    data: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _GpuPoint:
+    ts: float
+    received: float
+    gpu: int
+    util: float | None
+    period_s: float
+    power_w: float | None
+    nvlink_kib: int | None
+    pcie_kbps: float | None
+
+
+@dataclass(slots=True)
+class _Rank:
+    rank: int
+    node: str | None = None
+    pid: int | None = None
+    steps: deque[StepReport] = field(default_factory=lambda: deque(maxlen=512))
+    gpu_points: deque[_GpuPoint] = field(default_factory=lambda: deque(maxlen=4096))
+    last_step: int = -1
+    last_progress: float | None = None
+    streak: int = 0
+    straggling: bool = False
+
+
+@dataclass(slots=True)
+class _Job:
+    name: str
+    world_size: int | None = None
+    hang_timeout_s: float | None = None
+    ranks: dict[int, _Rank] = field(default_factory=dict)
+    pending: dict[int, dict[int, float]] = field(default_factory=dict)  # step -> rank -> compute seconds
+    last_activity: float = 0.0
+    hung: bool = False
+    straggler_events: int = 0
+    hang_events: int = 0
+    idle_gpu_seconds: float = 0.0
+    gpu_seconds: float = 0.0
+    energy_j: float = 0.0
+
+    def rank(self, r: int) -> _Rank:
+        state = self.ranks.get(r)
+        if state is None:
+            state = self.ranks[r] = _Rank(r)
+        return state
+
+
+@dataclass(frozen=True, slots=True)
+class RankSummary:
+    rank: int
+    node: str | None
+    gpus: tuple[int, ...]
+    steps: int
+    last_step: int
+    gpu_util_mean: float | None
+    gpu_util_p50: float | None
+    idle_fraction: float | None
+    step_s: float | None
+    comm_s: float | None
+    compute_s: float | None
+    comm_overhead: float | None
+    tokens_per_s: float | None
+    samples_per_s: float | None
+    nvlink_bytes_per_s: float | None
+    pcie_bytes_per_s: float | None
+    straggler: bool
+
+
+@dataclass(frozen=True, slots=True)
+class JobSummary:
+    job: str
+    window_s: float
+    world_size: int | None
+    gpu_util_mean: float | None
+    gpu_util_p50: float | None
+    idle_fraction: float | None
+    step_s: float | None
+    comm_overhead: float | None
+    tokens_per_s: float | None
+    samples_per_s: float | None
+    nvlink_bytes_per_s: float | None
+    pcie_bytes_per_s: float | None
+    gpu_hours: float
+    idle_gpu_hours: float
+    energy_kwh: float
+    straggler_events: int
+    hang_events: int
+    hung: bool
+    ranks: tuple[RankSummary, ...]
+
+
+def _mean(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b > 0 else None
+
+
+class JobTracker:
+    def __init__(
+        self,
+        *,
+        window_s: float = 300.0,
+        idle_util: float = 5.0,
+        straggler_margin: float = 0.2,
+        straggler_steps: int = 5,
+        straggler_min_s: float = 0.005,
+        default_hang_timeout_s: float = 600.0,
+        forget_after_s: float = 3600.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.window_s = window_s
+        self.idle_util = idle_util
+        self.straggler_margin = straggler_margin
+        self.straggler_steps = straggler_steps
+        self.straggler_min_s = straggler_min_s
+        self.default_hang_timeout_s = default_hang_timeout_s
+        self.forget_after_s = forget_after_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._jobs: dict[str, _Job] = {}
+
+    # -- feeding ----------------------------------------------------------------------------------
+
+    def add_processes(self, node: str, processes: list[JobProcess]) -> None:
+        now = self.clock()
+        with self._lock:
+            for p in processes:
+                job = self._job(p.job, now)
+                job.world_size = p.world_size or job.world_size
+                job.hang_timeout_s = p.hang_timeout_s or job.hang_timeout_s
+                if p.rank is not None:
+                    r = job.rank(p.rank)
+                    r.node, r.pid = node, p.pid
+
+    def add_samples(self, node: str, samples: list[GpuSample]) -> None:
+        """Attributed GPU samples: utilisation, energy and idle time per job and rank."""
+        now = self.clock()
+        with self._lock:
+            for s in samples:
+                if s.job is None:
+                    continue
+                job = self._job(s.job, now)
+                r = job.rank(s.rank if s.rank is not None else -1)
+                r.node = r.node or node
+                period = s.period_s or 1.0
+                nvlink = None if s.nvlink_tx_kib is None else s.nvlink_tx_kib + (s.nvlink_rx_kib or 0)
+                pcie = None if s.pcie_tx_kbps is None else s.pcie_tx_kbps + (s.pcie_rx_kbps or 0.0)
+                r.gpu_points.append(_GpuPoint(s.ts, now, s.gpu, s.util_gpu, period, s.power_w, nvlink, pcie))
+                job.gpu_seconds += period
+                if s.util_gpu is not None and s.util_gpu < self.idle_util:
+                    job.idle_gpu_seconds += period
+                if s.power_w is not None:
+                    job.energy_j += s.power_w * period
+
+    def add_steps(self, node: str, steps: list[StepReport]) -> list[Detection]:
+        """Record steps; return the stragglers they reveal."""
+        now = self.clock()
+        found: list[Detection] = []
+        with self._lock:
+            touched: set[str] = set()
+            for st in sorted(steps, key=lambda s: (s.job, s.step, s.rank)):
+                job = self._job(st.job, now)
+                r = job.rank(st.rank)
+                r.node = r.node or node
+                r.steps.append(st)
+                if st.step > r.last_step:
+                    r.last_step = st.step
+                    r.last_progress = max(r.last_progress or 0.0, min(st.ts, now))
+                    job.hung = False
+                job.pending.setdefault(st.step, {})[st.rank] = max(0.0, st.duration_s - st.comm_s)
+                touched.add(job.name)
+            for name in touched:
+                found.extend(self._evaluate_stragglers(self._jobs[name]))
+        return found
+
+    # -- detection --------------------------------------------------------------------------------
+
+    def _evaluate_stragglers(self, job: _Job) -> list[Detection]:
+        expected = max(2, job.world_size or 0, len([r for r in job.ranks if r >= 0]))
+        latest = max(job.pending)
+        found = []
+        for step in sorted(job.pending):
+            computes = job.pending[step]
+            complete = len(computes) >= expected
+            if not complete and step > latest - 50:
+                continue  # wait for the other ranks' reports of this step
+            del job.pending[step]
+            if len(computes) < 2:
+                continue
+            for rank, compute in computes.items():
+                others = statistics.median(c for r, c in computes.items() if r != rank)
+                state = job.rank(rank)
+                slow = compute > others * (1 + self.straggler_margin) and compute - others > self.straggler_min_s
+                state.streak = state.streak + 1 if slow else 0
+                if slow and state.streak >= self.straggler_steps and not state.straggling:
+                    state.straggling = True
+                    job.straggler_events += 1
+                    found.append(
+                        Detection(
+                            "straggler",
+                            job.name,
+                            state.node,
+                            (rank,),
+                            f"rank {rank} on {state.node} is a straggler: its compute time per step is "
+                            f"{compute:.3f}s against {others:.3f}s for the other ranks, {state.streak} steps in a row",
+                            {"rank": rank, "node": state.node, "step": step, "compute_s": compute, "others_s": others},
+                        )
+                    )
+                elif not slow:
+                    state.straggling = False
+        return found
+
+    def check_hangs(self) -> list[Detection]:
+        """Jobs that stopped stepping while their GPUs idle; each reported once per stall."""
+        now = self.clock()
+        found = []
+        with self._lock:
+            for name in [n for n, j in self._jobs.items() if now - j.last_activity > self.forget_after_s]:
+                del self._jobs[name]
+            for job in self._jobs.values():
+                stepping = [r for r in job.ranks.values() if r.last_progress is not None]
+                if job.hung or not stepping:
+                    continue
+                last = max(r.last_progress for r in stepping)  # type: ignore[type-var]
+                timeout = job.hang_timeout_s or self.default_hang_timeout_s
+                if now - last < timeout or not self._gpus_idle(job, now):
+                    continue
+                job.hung = True
+                job.hang_events += 1
+                stalled = min(stepping, key=lambda r: r.last_step)
+                found.append(
+                    Detection(
+                        "hang",
+                        job.name,
+                        stalled.node,
+                        tuple(sorted(r.rank for r in stepping)),
+                        f"job {job.name} has not finished a step for {now - last:.0f}s (hang timeout "
+                        f"{timeout:.0f}s) and its GPUs are idle; lowest step {stalled.last_step} on rank "
+                        f"{stalled.rank} ({stalled.node})",
+                        {
+                            "idle_for_s": now - last,
+                            "timeout_s": timeout,
+                            "last_steps": {str(r.rank): r.last_step for r in stepping},
+                        },
+                    )
+                )
+        return found
+
+    def _gpus_idle(self, job: _Job, now: float) -> bool:
+        latest: dict[tuple[str | None, int], _GpuPoint] = {}
+        for r in job.ranks.values():
+            for p in r.gpu_points:
+                key = (r.node, p.gpu)
+                if key not in latest or p.ts > latest[key].ts:
+                    latest[key] = p
+        fresh = [p for p in latest.values() if now - p.received <= max(10.0, 3 * p.period_s)]
+        return all(p.util is not None and p.util < self.idle_util for p in fresh)
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def jobs(self) -> list[str]:
+        with self._lock:
+            return sorted(self._jobs)
+
+    def summary(self, name: str, window_s: float | None = None) -> JobSummary | None:
+        window = window_s or self.window_s
+        now = self.clock()
+        with self._lock:
+            job = self._jobs.get(name)
+            if job is None:
+                return None
+            ranks = tuple(self._rank_summary(r, now, window) for _, r in sorted(job.ranks.items()))
+            utils = [
+                p.util
+                for r in job.ranks.values()
+                for p in r.gpu_points
+                if p.util is not None and now - p.received <= window
+            ]
+            steps = [s for r in job.ranks.values() for s in r.steps if now - s.ts <= window]
+            return JobSummary(
+                job=name,
+                window_s=window,
+                world_size=job.world_size,
+                gpu_util_mean=_mean(utils),
+                gpu_util_p50=statistics.median(utils) if utils else None,
+                idle_fraction=_ratio(sum(u < self.idle_util for u in utils), len(utils)),
+                step_s=statistics.median(s.duration_s for s in steps) if steps else None,
+                comm_overhead=_ratio(sum(s.comm_s for s in steps), sum(s.duration_s for s in steps)),
+                tokens_per_s=_sum_or_none([r.tokens_per_s for r in ranks]),
+                samples_per_s=_sum_or_none([r.samples_per_s for r in ranks]),
+                nvlink_bytes_per_s=_sum_or_none([r.nvlink_bytes_per_s for r in ranks]),
+                pcie_bytes_per_s=_sum_or_none([r.pcie_bytes_per_s for r in ranks]),
+                gpu_hours=job.gpu_seconds / 3600,
+                idle_gpu_hours=job.idle_gpu_seconds / 3600,
+                energy_kwh=job.energy_j / 3.6e6,
+                straggler_events=job.straggler_events,
+                hang_events=job.hang_events,
+                hung=job.hung,
+                ranks=ranks,
+            )
+
+    def _rank_summary(self, r: _Rank, now: float, window: float) -> RankSummary:
+        points = [p for p in r.gpu_points if now - p.received <= window]
+        utils = [p.util for p in points if p.util is not None]
+        steps = [s for s in r.steps if now - s.ts <= window]
+        duration = sum(s.duration_s for s in steps)
+        comm = sum(s.comm_s for s in steps)
+        span = (steps[-1].ts - steps[0].ts + steps[0].duration_s) if steps else 0.0
+
+        def rate(total: float | None) -> float | None:
+            return None if total is None or span <= 0 else total / span
+
+        tokens = sum(s.tokens for s in steps if s.tokens is not None) if any(s.tokens for s in steps) else None
+        samples = sum(s.samples for s in steps if s.samples is not None) if any(s.samples for s in steps) else None
+        return RankSummary(
+            rank=r.rank,
+            node=r.node,
+            gpus=tuple(sorted({p.gpu for p in points})),
+            steps=len(steps),
+            last_step=r.last_step,
+            gpu_util_mean=_mean(utils),
+            gpu_util_p50=statistics.median(utils) if utils else None,
+            idle_fraction=_ratio(sum(u < self.idle_util for u in utils), len(utils)),
+            step_s=statistics.median(s.duration_s for s in steps) if steps else None,
+            comm_s=comm / len(steps) if steps else None,
+            compute_s=(duration - comm) / len(steps) if steps else None,
+            comm_overhead=_ratio(comm, duration),
+            tokens_per_s=rate(tokens),
+            samples_per_s=rate(samples),
+            nvlink_bytes_per_s=_counter_rate(points, "nvlink_kib", 1024.0),
+            pcie_bytes_per_s=_mean([p.pcie_kbps * 1024.0 for p in points if p.pcie_kbps is not None]),
+            straggler=r.straggling,
+        )
+
+    def _job(self, name: str, now: float) -> _Job:
+        job = self._jobs.get(name)
+        if job is None:
+            job = self._jobs[name] = _Job(name)
+        job.last_activity = now
+        return job
+
+
+def _sum_or_none(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _counter_rate(points: list[_GpuPoint], attr: str, scale: float) -> float | None:
+    """Bytes/s from a cumulative counter, per GPU, summed over the rank's GPUs."""
+    total = 0.0
+    seen = False
+    for gpu in {p.gpu for p in points}:
+        series = sorted((p.ts, getattr(p, attr)) for p in points if p.gpu == gpu and getattr(p, attr) is not None)
+        if len(series) >= 2 and series[-1][0] > series[0][0] and series[-1][1] >= series[0][1]:
+            total += (series[-1][1] - series[0][1]) * scale / (series[-1][0] - series[0][0])
+            seen = True
+    return total if seen else None
