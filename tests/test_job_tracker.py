@@ -1,0 +1,130 @@
+"""JobTracker's decisions on a controlled clock: stragglers by compute time, hangs by progress and
+idle GPUs, bounded memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwatch.protocol import GpuSample, JobProcess, StepReport
+from server.telemetry.jobs import JobTracker
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _step(rank: int, n: int, ts: float, duration: float, comm: float, job: str = "j") -> StepReport:
+    return StepReport(job=job, rank=rank, step=n, ts=ts, duration_s=duration, comm_s=comm, tokens=100)
+
+
+def _tracker(clock: Clock) -> JobTracker:
+    return JobTracker(
+        straggler_margin=0.2, straggler_steps=3, straggler_min_s=0.005, default_hang_timeout_s=10, clock=clock
+    )
+
+
+def test_straggler_is_the_rank_with_long_compute_not_long_wall_time() -> None:
+    clock = Clock()
+    t = _tracker(clock)
+    t.add_processes("n1", [JobProcess(job="j", pid=1, rank=0, world_size=2), JobProcess(job="j", pid=2, rank=1)])
+    found = []
+    for n in range(6):
+        # Both ranks' steps take 1.0 s of wall time (synchronous all_reduce), but rank 0 waits 0.5 s in it:
+        # rank 1 computes 0.9 s against rank 0's 0.5 s.
+        found += t.add_steps("n1", [_step(0, n, clock.now, 1.0, 0.5), _step(1, n, clock.now, 1.0, 0.1)])
+        clock.now += 1
+    assert [(d.kind, d.ranks, d.node) for d in found] == [("straggler", (1,), "n1")]
+    assert found[0].data["step"] == 2, "named on the 3rd slow step in a row"
+    s = t.summary("j")
+    assert s is not None and s.straggler_events == 1
+    assert [r.straggler for r in s.ranks] == [False, True]
+    assert s.ranks[0].comm_overhead == pytest.approx(0.5) and s.ranks[1].comm_overhead == pytest.approx(0.1)
+    # It recovers, then falls behind again: a second event.
+    for n in range(6, 8):
+        t.add_steps("n1", [_step(0, n, clock.now, 1.0, 0.1), _step(1, n, clock.now, 1.0, 0.1)])
+    again = []
+    for n in range(8, 11):
+        again += t.add_steps("n1", [_step(0, n, clock.now, 1.0, 0.5), _step(1, n, clock.now, 1.0, 0.1)])
+    assert len(again) == 1
+
+
+def test_steps_out_of_order_wait_for_every_rank() -> None:
+    clock = Clock()
+    t = _tracker(clock)
+    found = []
+    for n in range(4):
+        found += t.add_steps("n1", [_step(1, n, clock.now, 1.0, 0.0)])  # rank 0's reports come later
+    assert found == []
+    for n in range(4):
+        found += t.add_steps("n1", [_step(0, n, clock.now, 1.0, 0.6)])
+    assert [d.ranks for d in found] == [(1,)]
+
+
+def test_hang_needs_both_no_progress_and_idle_gpus() -> None:
+    clock = Clock()
+    t = _tracker(clock)
+    t.add_processes("n1", [JobProcess(job="j", pid=1, rank=0, hang_timeout_s=5)])
+    t.add_steps("n1", [_step(0, 0, clock.now, 1.0, 0.1)])
+    busy = GpuSample(ts=clock.now, gpu=0, uuid="GPU-0", util_gpu=97.0, job="j", rank=0, period_s=1.0)
+    t.add_samples("n1", [busy])
+    clock.now += 6
+    t.add_samples("n1", [busy.model_copy(update={"ts": clock.now})])
+    assert t.check_hangs() == [], "a long step on a busy GPU is progress"
+    t.add_samples("n1", [busy.model_copy(update={"ts": clock.now + 0.5, "util_gpu": 0.0})])
+    [hang] = t.check_hangs()
+    assert hang.kind == "hang" and hang.job == "j" and hang.data["timeout_s"] == 5
+    assert t.check_hangs() == [], "reported once per stall"
+    t.add_steps("n1", [_step(0, 1, clock.now, 1.0, 0.1)])
+    clock.now += 6
+    assert len(t.check_hangs()) == 1, "a new stall after progress is reported again"
+
+
+def test_default_timeout_and_forgetting_idle_jobs() -> None:
+    clock = Clock()
+    t = _tracker(clock)
+    t.add_steps("n1", [_step(0, 0, clock.now, 1.0, 0.0)])
+    clock.now += 9
+    assert t.check_hangs() == []
+    clock.now += 2
+    assert len(t.check_hangs()) == 1, "no GPU samples at all: judged on steps alone, default timeout 10 s"
+    clock.now += 3601
+    t.check_hangs()
+    assert t.jobs() == []
+
+
+def test_summary_rates_and_gpu_accounting() -> None:
+    clock = Clock()
+    t = _tracker(clock)
+    for n in range(10):
+        t.add_steps("n1", [_step(0, n, clock.now + n, 1.0, 0.25)])
+        t.add_samples(
+            "n1",
+            [
+                GpuSample(
+                    ts=clock.now + n,
+                    gpu=0,
+                    uuid="GPU-0",
+                    util_gpu=80.0 if n < 8 else 1.0,
+                    power_w=500.0,
+                    nvlink_tx_kib=1024 * n,
+                    nvlink_rx_kib=0,
+                    job="j",
+                    rank=0,
+                    period_s=1.0,
+                )
+            ],
+        )
+    clock.now += 10
+    s = t.summary("j")
+    assert s is not None
+    r = s.ranks[0]
+    assert r.tokens_per_s == 100.0  # 1000 tokens over 10 s of steps
+    assert r.comm_overhead == 0.25 and r.step_s == 1.0
+    assert r.idle_fraction == 0.2 and r.gpu_util_p50 == 80.0
+    assert r.nvlink_bytes_per_s == 1024 * 1024.0  # 1 MiB more each second
+    assert s.gpu_hours == 10 / 3600 and s.idle_gpu_hours == 2 / 3600
+    assert s.energy_kwh == 500 * 10 / 3.6e6
