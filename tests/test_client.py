@@ -261,6 +261,23 @@ def test_agent_receives_valid_reports_with_the_comm_time_of_each_step(reporter: 
     assert gw.stats() == {"sent": 20, "dropped": 0, "buffered": 0}
 
 
+def test_the_agents_own_endpoint_accepts_what_the_client_sends(reporter: Reporter) -> None:
+    from agent.local_api import LocalApi
+
+    received: list[ClientReport] = []
+    api = LocalApi(received.append, port=0).start()
+    try:
+        gw.configure(job="e2e", agent_url=f"http://127.0.0.1:{api.port}")
+        for _ in range(50):
+            with gw.step(tokens=10, samples=1):
+                gw.record_collective("all_reduce", 0.001, 1 << 20)
+        wait_until(lambda: sum(len(r.steps) for r in received) == 50, timeout=10, what="50 steps at the agent")
+    finally:
+        api.close()
+    assert {r.process.job for r in received} == {"e2e"}
+    assert gw.stats() == {"sent": 50, "dropped": 0, "buffered": 0}
+
+
 def test_agent_answering_an_error_counts_the_steps_dropped(reporter: Reporter) -> None:
     with FakeAgent(status=500) as agent:
         gw.configure(agent_url=agent.url)
@@ -368,6 +385,17 @@ def test_bad_counts_cost_the_field_not_the_step(captured: tuple[Reporter, Captur
             pass
     rep.flush()
     assert [s.tokens for s in capture.steps()] == [None, None, None, None, 7.0]
+
+
+def test_a_bad_collective_timing_costs_only_its_step(captured: tuple[Reporter, Capture]) -> None:
+    rep, capture = captured
+    with gw.step():
+        gw.record_collective("all_reduce", "slow")  # type: ignore[arg-type]
+    with gw.step():
+        gw.record_collective("all_reduce", 0.25)
+    rep.flush()
+    assert [(s.step, s.comm_s) for s in capture.steps()] == [(1, 0.25)]
+    assert gw.stats() == {"sent": 1, "dropped": 1, "buffered": 0}
 
 
 def test_configure_rejects_invalid_values_at_setup(captured: tuple[Reporter, Capture]) -> None:

@@ -60,6 +60,11 @@ def _rank_main(out: str) -> None:
             spent += time.perf_counter() - t0
             result["explicit"].append(spent)
 
+    with gw.step():  # the futures style: timed to the future's completion
+        t0 = time.perf_counter()
+        dist.all_reduce(big, async_op=True).get_future().wait()
+        result["future"] = time.perf_counter() - t0
+
     torch.manual_seed(rank)  # different data per rank: only an all-reduce makes the gradients agree
     model = DDP(torch.nn.Linear(256, 256))
     x = torch.randn(32, 256)
@@ -123,7 +128,7 @@ def test_collectives_and_ddp_allreduce_are_timed_on_two_gloo_ranks(tmp_path: Pat
                 log.close()
         logs = "\n".join((tmp_path / f"rank{r}.log").read_text() for r in range(WORLD))
         assert all(proc.returncode == 0 for proc, _ in procs), logs
-        total = WORLD * (EXPLICIT_STEPS + DDP_STEPS + USER_HOOK_STEPS)
+        total = WORLD * (EXPLICIT_STEPS + 1 + DDP_STEPS + USER_HOOK_STEPS)
         wait_until(lambda: len(agent.steps()) == total, timeout=20, what=f"{total} steps at the agent")
         reports = agent.reports()
 
@@ -134,15 +139,17 @@ def test_collectives_and_ddp_allreduce_are_timed_on_two_gloo_ranks(tmp_path: Pat
         process = next(r.process for r in reports if r.process.rank == rank)
         assert (process.job, process.scheduler, process.world_size) == ("torchrun-gwtest", "torchrun", WORLD)
         steps = sorted((s for r in reports for s in r.steps if s.rank == rank), key=lambda s: s.step)
-        assert [s.step for s in steps] == list(range(EXPLICIT_STEPS + DDP_STEPS + USER_HOOK_STEPS))
+        assert [s.step for s in steps] == list(range(EXPLICIT_STEPS + 1 + DDP_STEPS + USER_HOOK_STEPS))
 
-        explicit, ddp = steps[:EXPLICIT_STEPS], steps[EXPLICIT_STEPS:]
+        explicit, future, ddp = steps[:EXPLICIT_STEPS], steps[EXPLICIT_STEPS], steps[EXPLICIT_STEPS + 1 :]
         for s, measured in zip(explicit, mine["explicit"], strict=True):
             assert set(s.collectives) == {"all_reduce"}
             assert s.collectives["all_reduce"].count == 2
             assert s.collectives["all_reduce"].bytes == 2 * ELEMENTS * 4
             assert s.comm_s == pytest.approx(measured, rel=0.10), (rank, s.step)
             assert s.comm_s <= s.duration_s
+        assert future.collectives["all_reduce"].count == 1
+        assert future.comm_s == pytest.approx(mine["future"], rel=0.10)
         for s in ddp:
             # The all_reduce inside the hook is the same transfer: counted once, as the DDP op.
             assert set(s.collectives) == {"ddp_allreduce"}, s.collectives

@@ -47,13 +47,10 @@ EXIT_DEADLINE_S = 1.0
 #: steps comes near it, and then further ones are ignored instead of growing without bound.
 MAX_PENDING_COLLECTIVES = 16_384
 
-#: A collective's duration: seconds, or a zero-argument callable that returns them once known
-#: (resolved in the background thread, e.g. from CUDA events).
-Seconds = float | Callable[[], float]
 Sender = Callable[[str, bytes], None]
 
 # (step, ts, duration_s, tokens, samples, collectives recorded during the step or None)
-_RawStep = tuple[int, float, float, Any, Any, list[tuple[str, Seconds, int]] | None]
+_RawStep = tuple[int, float, float, Any, Any, list[tuple[str, float, int]] | None]
 # (step, ts, duration_s, tokens, samples, comm_s, {op: [count, seconds, bytes]})
 _Step = tuple[int, float, float, float | None, float | None, float, dict[str, list[Any]]]
 
@@ -108,12 +105,32 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) and number >= 0 else None
 
 
+def _aggregate(collectives: list[tuple[str, float, int]]) -> tuple[float, dict[str, list[Any]]]:
+    """Total seconds, and [count, seconds, bytes] per op, of one step's collectives."""
+    comm_s = 0.0
+    ops: dict[str, list[Any]] = {}
+    for op, seconds, nbytes in list(collectives):  # a copy: a late append may still land
+        seconds, nbytes = float(seconds), int(nbytes)
+        stat = ops.get(op)
+        if stat is None:
+            ops[op] = [1, seconds, nbytes]
+        else:
+            stat[0] += 1
+            stat[1] += seconds
+            stat[2] += nbytes
+        comm_s += seconds
+    return comm_s, ops
+
+
 class Reporter:
     """Buffers steps and collective timings of one process and ships them to the local agent.
 
     One instance per process (``gpuwatch.client`` holds it); tests make their own. ``send`` is the
     transport (default: :class:`HttpSender`), ``env`` where identity and the agent URL are read
-    (default ``os.environ``, read lazily, in the background thread).
+    (default ``os.environ``, read lazily, in the background thread). At most ``maxlen`` steps wait
+    in each of the two buffers: the training thread's deque, emptied every tick, and the background
+    thread's list of aggregated steps, which holds the backlog while the agent is away; the oldest
+    go first, counted as dropped.
     """
 
     def __init__(
@@ -141,7 +158,7 @@ class Reporter:
         """Fresh buffers and no thread: also what a forked child (a DataLoader worker) starts with."""
         # Written by the training thread(s):
         self._buf: deque[_RawStep] = deque(maxlen=self.maxlen)
-        self._pending: list[tuple[str, Seconds, int]] = []
+        self._pending: list[tuple[str, float, int]] = []
         self._next_step = 0
         self._overflow = 0
         self._started = False
@@ -188,7 +205,7 @@ class Reporter:
         except Exception:  # pragma: no cover - defensive: training must go on
             log.debug("gpuwatch: could not record a step", exc_info=True)
 
-    def record_collective(self, op: str, seconds: Seconds, nbytes: int = 0) -> None:
+    def record_collective(self, op: str, seconds: float, nbytes: int = 0) -> None:
         """Note a collective's duration; safe from any thread (a list append is atomic)."""
         pending = self._pending
         if len(pending) < MAX_PENDING_COLLECTIVES:
@@ -294,24 +311,19 @@ class Reporter:
         atexit.unregister(self.close)
 
     def _collect(self) -> None:
-        """Move steps from the training thread's deque into our own list, aggregated and bounded."""
+        """Move steps from the training thread's deque into our own list, aggregated and bounded.
+
+        Runs every tick, also while backing off, so a long outage holds one small tuple per step
+        rather than every collective of every step."""
         buf, staged = self._buf, self._staged
         while buf:
             n, ts, duration_s, tokens, samples, collectives = buf.popleft()
-            comm_s = 0.0
-            ops: dict[str, list[Any]] = {}
-            if collectives:
-                for op, seconds, nbytes in list(collectives):
-                    if not isinstance(seconds, float | int):
-                        seconds = seconds()  # deferred (e.g. CUDA events): resolved here, off the hot path
-                    stat = ops.get(op)
-                    if stat is None:
-                        ops[op] = [1, seconds, nbytes]
-                    else:
-                        stat[0] += 1
-                        stat[1] += seconds
-                        stat[2] += nbytes
-                    comm_s += seconds
+            try:
+                comm_s, ops = _aggregate(collectives) if collectives else (0.0, {})
+            except Exception:  # a caller passed something that is not a duration
+                self._dropped += 1
+                log.debug("gpuwatch: step %r dropped: bad collective timings", n, exc_info=True)
+                continue
             staged.append((n, ts, duration_s, _number(tokens), _number(samples), comm_s, ops))
         excess = len(staged) - self.maxlen
         if excess > 0:

@@ -11,7 +11,8 @@ What is timed, and how:
   ``reduce_scatter_tensor``, ``broadcast``, ``all_to_all``, ``all_to_all_single`` and ``barrier`` are
   replaced in both ``torch.distributed`` and ``torch.distributed.distributed_c10d``. A blocking call
   is timed from call to return; with ``async_op=True`` the returned Work is wrapped so that
-  ``wait()`` records the time from the call to the end of the wait. Bytes are those of the larger
+  ``wait()`` records the time from the call to the end of the wait (or, for code that uses
+  ``get_future()``, to the future's completion). Bytes are those of the larger
   side, as nccl-tests counts them: the tensor of all_reduce / broadcast, the gathered output of
   all_gather, the scattered input of reduce_scatter and all_to_all.
 - Every DDP model gets a communication hook that runs the default all-reduce (or the hook the user
@@ -77,20 +78,33 @@ def _nbytes(value: Any) -> int:
 
 
 class _TimedWork:
-    """A Work whose ``wait()`` records the collective; everything else goes to the real Work."""
+    """A Work that records its collective when ``wait()`` returns, or when the future from
+    ``get_future()`` completes, whichever comes first; everything else goes to the real Work."""
 
     __slots__ = ("_nbytes", "_op", "_recorded", "_t0", "_work")
 
     def __init__(self, work: Any, op: str, t0: float, nbytes: int) -> None:
         self._work, self._op, self._t0, self._nbytes, self._recorded = work, op, t0, nbytes, False
 
+    def _record(self) -> None:
+        if not self._recorded:
+            self._recorded = True
+            _client.record_collective(self._op, perf_counter() - self._t0, self._nbytes)
+
     def wait(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return self._work.wait(*args, **kwargs)
         finally:
-            if not self._recorded:
-                self._recorded = True
-                _client.record_collective(self._op, perf_counter() - self._t0, self._nbytes)
+            self._record()
+
+    def get_future(self) -> Any:
+        # A chained future, not a done-callback: whoever waits on it then waits for the record too,
+        # so the collective lands in the step it ran in.
+        def recorded(fut: Any) -> Any:
+            self._record()
+            return fut.value()
+
+        return self._work.get_future().then(recorded)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._work, name)
@@ -217,7 +231,7 @@ def _patch_ddp() -> None:
         original_init(self, *args, **kwargs)
         if getattr(self, "_gpuwatch_hook", None) is None:
             try:
-                register_comm_hook(self, self.process_group, allreduce_hook)
+                register_comm_hook(self, getattr(self, "process_group", None), allreduce_hook)
             except Exception:
                 log.warning("gpuwatch: DDP gradient all-reduce is not timed for this model", exc_info=True)
 
