@@ -1,11 +1,12 @@
 """The process-wide buffer of timed steps and the thread that ships them to the local agent.
 
-The split is what keeps training fast: the training thread only appends plain tuples to deques
-(atomic under the GIL, no lock, no allocation beyond the tuple); everything that costs something —
+The split is what keeps training fast: the training thread only appends plain tuples to a deque
+and a list (atomic under the GIL: no lock, no I/O, no pydantic); everything that costs something —
 aggregating collectives, validating with pydantic, JSON, HTTP, backoff — happens in one daemon
 thread that wakes every ``interval_s``. Nothing the thread does can raise into training code, and
 when the agent is away the buffers stay bounded and every step that cannot be delivered is counted
-as dropped, so ``sent + dropped + buffered`` accounts for every step recorded.
+as dropped, so ``sent + dropped + buffered`` accounts for every step recorded (give or take one
+while a full buffer is being drained).
 """
 
 from __future__ import annotations
