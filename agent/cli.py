@@ -1,0 +1,73 @@
+"""The agent's commands: `gpuwatch agent` and `gpuwatch inject`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpuwatch.cli import ConfigOpt, DataDirOpt, settings_for
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def agent(
+        config: ConfigOpt = None,
+        data_dir: DataDirOpt = None,
+        server: Annotated[str | None, typer.Option("--server", help="server URL")] = None,
+        token: Annotated[str | None, typer.Option(help="this node's bearer token")] = None,
+        token_file: Annotated[Path | None, typer.Option(help="read the token from this file")] = None,
+        node: Annotated[str | None, typer.Option(help="node name (default: short hostname)")] = None,
+        simulate: Annotated[int | None, typer.Option(help="simulate N GPUs instead of reading NVML")] = None,
+        interval: Annotated[float | None, typer.Option(help="sampling period, seconds")] = None,
+        flush: Annotated[float | None, typer.Option(help="shipping period, seconds")] = None,
+        log_file: Annotated[
+            list[Path] | None, typer.Option("--log-file", help="a job log to tail (repeatable)")
+        ] = None,
+        spool_dir: Annotated[Path | None, typer.Option(help="spool directory")] = None,
+        backoff_max: Annotated[float | None, typer.Option(help="longest retry wait, seconds")] = None,
+        client_port: Annotated[int | None, typer.Option(help="loopback port for training clients (0: any)")] = None,
+        sysfs_root: Annotated[Path | None, typer.Option(help="sysfs root for InfiniBand counters")] = None,
+    ) -> None:
+        """Run the node agent: sample GPUs, tail logs, ship to the server."""
+        from agent.main import run_agent
+
+        settings = settings_for(
+            config,
+            data_dir=data_dir,
+            server_url=server,
+            token=token,
+            node=node,
+            simulate=simulate,
+            interval_s=interval,
+            flush_s=flush,
+            log_files=log_file or None,
+            spool_dir=spool_dir,
+            backoff_max_s=backoff_max,
+            client_port=client_port,
+            sysfs_root=sysfs_root,
+        )
+        raise typer.Exit(run_agent(settings))
+
+    @app.command()
+    def inject(
+        node: Annotated[str, typer.Argument(help="node name of a running simulated agent")],
+        gpu: Annotated[int, typer.Argument(help="GPU index")],
+        fault: Annotated[str, typer.Argument(help="xid | ecc_dbe | thermal | silent | clear")],
+        code: Annotated[int | None, typer.Option(help="Xid code (for xid), e.g. 79, 48, 74, 13")] = None,
+        count: Annotated[int | None, typer.Option(help="errors to add (for ecc_dbe)")] = None,
+        duration: Annotated[float | None, typer.Option(help="seconds (for thermal)")] = None,
+        config: ConfigOpt = None,
+        data_dir: DataDirOpt = None,
+    ) -> None:
+        """Inject a fault into a simulated GPU of a running `gpuwatch agent --simulate N`."""
+        from agent.collectors.simulated import write_fault
+
+        settings = settings_for(config, data_dir=data_dir, node=node)
+        params = {k: v for k, v in {"code": code, "count": count, "duration_s": duration}.items() if v is not None}
+        try:
+            path = write_fault(settings.agent_dir / "faults", gpu, fault, **params)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        typer.echo(f"injected {fault} {params or ''} into {node} GPU {gpu} ({path})")
