@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from gpuwatch.client.torch import instrument
 
 import gpuwatch.client as gw
+from gpuwatch.client.torch import instrument
 
 
 def busy(seconds: float) -> None:
