@@ -47,6 +47,55 @@ def demo(
     raise typer.Exit(run_demo(duration=duration, data_dir=data_dir, nodes=nodes, gpus=gpus))
 
 
+@app.command()
+def diagnose(
+    logfiles: Annotated[
+        list[Path], typer.Argument(help="logs of one run: ranks, nodes, a kernel log", exists=True, dir_okay=False)
+    ],
+    format: Annotated[str, typer.Option("--format", help="text or json")] = "text",
+    rules_dir: Annotated[Path | None, typer.Option(help="extra rules (*.toml)", envvar="GPUWATCH_RULES_DIR")] = None,
+) -> None:
+    """Say why a run failed: one reason of the failure taxonomy, with the evidence lines.
+
+    Needs no server; the LLM analyser is asked only when GPUWATCH_LLM_BASE_URL and GPUWATCH_LLM_MODEL
+    are set and the rules are not confident."""
+    import json
+    import os
+
+    from gpuwatch.diagnosis.diagnose import diagnose as run_diagnosis
+    from gpuwatch.diagnosis.diagnose import read_sources
+
+    if format not in ("text", "json"):
+        raise typer.BadParameter("--format must be text or json")
+    llm = None
+    if os.environ.get("GPUWATCH_LLM_BASE_URL"):
+        from gpuwatch.diagnosis.llm import LlmAnalyser
+
+        llm = LlmAnalyser.from_env(os.environ)
+    result = run_diagnosis(read_sources(logfiles), llm=llm, rules_dir=str(rules_dir) if rules_dir else None)
+    if format == "json":
+        typer.echo(json.dumps(result.to_json()))
+        return
+    where = ", ".join(
+        x
+        for x in (
+            f"node {result.node}" if result.node else "",
+            f"rank {result.rank}" if result.rank is not None else "",
+        )
+        if x
+    )
+    typer.echo(
+        f"{result.reason} ({result.category}; action: {result.action}; confidence {result.confidence:.2f}; "
+        f"by {result.source}){' on ' + where if where else ''}"
+    )
+    if result.explanation:
+        typer.echo(f"why: {result.explanation}")
+    if result.rules_guess:
+        typer.echo(f"the rules' best guess: {result.rules_guess}")
+    for e in result.evidence:
+        typer.echo(f"  {e.file}:{e.line}: {e.text}")
+
+
 def main() -> None:
     for plugin in entry_points(group="gpuwatch.commands"):
         plugin.load()(app)

@@ -1,0 +1,279 @@
+"""The deterministic diagnosis: scan every log of a run, then pick the root cause across ranks and nodes.
+
+Scanning a line: the prefilter (one regex over all rule keywords) rejects most lines at once; a line
+that passes is normalised and matched against the rules; NVRM Xid lines go through the Xid table;
+Python tracebacks are followed to their final exception, which is classified by its type and by where
+the last frame is (user code → script error, framework code → framework error).
+
+Choosing: "ignore" matches are dropped; root-cause candidates beat cascades (an NCCL timeout is the
+answer only when nothing caused it); among candidates the higher priority wins, then the earliest
+evidence (by timestamp where the lines carry one, else by position in the file). torchrun's
+ChildFailedError summary names the first failing rank and host; candidates of that rank are preferred.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+
+from gpuwatch.diagnosis.model import Diagnosis, Evidence, LogSource
+from gpuwatch.diagnosis.normalize import normalize
+from gpuwatch.diagnosis.rules import Rule, RuleSet, load_rules
+from gpuwatch.diagnosis.xid import APPLICATION_XIDS, XID_LINE, xid_reason
+
+#: Below this the rules are "not confident" and the LLM analyser, when configured, is asked.
+CONFIDENT = 0.7
+MAX_EVIDENCE = 6
+
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
+_EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s?(?P<msg>.*))?$")
+_FRAMEWORK_PATH = re.compile(r"site-packages|dist-packages|/torch/|/deepspeed/|/megatron/|/transformers/|/apex/")
+_ISO_TS = re.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d+))?")
+_ROOT_CAUSE_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+_ROOT_CAUSE_HOST = re.compile(r"^\s*host\s*:\s*(\S+)")
+_SCRIPT_EXCEPTIONS = frozenset(
+    {
+        "KeyError",
+        "TypeError",
+        "NameError",
+        "AttributeError",
+        "IndexError",
+        "ValueError",
+        "ZeroDivisionError",
+        "UnboundLocalError",
+        "AssertionError",
+        "RuntimeError",
+        "NotImplementedError",
+        "RecursionError",
+        "StopIteration",
+        "JSONDecodeError",
+        "UnicodeDecodeError",
+        "OverflowError",
+    }
+)
+# Exceptions that report someone else's failure; their messages still go through the rules.
+_CASCADE_EXCEPTIONS = frozenset(
+    {
+        "ChildFailedError",
+        "SignalException",
+        "KeyboardInterrupt",
+        "SystemExit",
+        "CalledProcessError",
+        "DistBackendError",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    reason: str
+    role: str
+    confidence: float
+    priority: int
+    rule_id: str
+    evidence: Evidence
+    node: str | None
+    rank: int | None
+    when: datetime | None
+    position: float  # 0..1 through its file: the tie-break when lines carry no timestamp
+
+
+@lru_cache(maxsize=4)
+def _ruleset(user_dir: str | None) -> RuleSet:
+    from pathlib import Path
+
+    return RuleSet(
+        load_rules(Path(user_dir) if user_dir else None),
+        extra_keywords=("traceback", "nvrm: xid", "root cause", "rank"),
+    )
+
+
+def _timestamp(line: str) -> datetime | None:
+    m = _ISO_TS.search(line[:40])
+    if m is None:
+        return None
+    try:
+        return datetime.fromisoformat(f"{m.group(1)} {m.group(2)}.{(m.group(3) or '0')[:6]}")
+    except ValueError:
+        return None
+
+
+class _Scanner:
+    """One pass over one log file, collecting candidates."""
+
+    def __init__(self, source: LogSource, rules: RuleSet) -> None:
+        self.source = source
+        self.rules = rules
+        self.found: list[Candidate] = []
+        self.root_rank: int | None = None
+        self.root_host: str | None = None
+
+    def scan(self) -> None:
+        lines = self.source.lines
+        total = max(1, len(lines))
+        prefilter = self.rules.prefilter
+        in_traceback = False
+        last_frame: str | None = None
+        in_root_cause = False
+        for i, raw in enumerate(lines):
+            if not in_traceback and not in_root_cause and prefilter(raw) is None:
+                continue
+            text, prefix_rank = normalize(raw)
+            if in_root_cause:
+                in_root_cause = self._root_cause_line(text)
+            if "Root Cause (first observed failure)" in text:
+                in_root_cause = True
+                continue
+            if text.startswith("Traceback (most recent call last)"):
+                in_traceback, last_frame = True, None
+                continue
+            if in_traceback:
+                frame = _FRAME.match(text)
+                if frame:
+                    last_frame = frame.group("path")
+                    continue
+                exc = _EXCEPTION.match(text)
+                if exc:
+                    in_traceback = False
+                    self._exception(i, raw, text, prefix_rank, exc, last_frame, total)
+                    continue
+                if prefilter(raw) is None:
+                    continue
+            self._line(i, raw, text, prefix_rank, total)
+
+    def _root_cause_line(self, text: str) -> bool:
+        if m := _ROOT_CAUSE_RANK.match(text):
+            self.root_rank = self.root_rank if self.root_rank is not None else int(m.group(1))
+        elif m := _ROOT_CAUSE_HOST.match(text):
+            self.root_host = self.root_host or m.group(1)
+        return not text.startswith("=====") or self.root_rank is None
+
+    def _line(self, i: int, raw: str, text: str, rank: int | None, total: int) -> list[Candidate]:
+        added = []
+        xid = XID_LINE.search(text)
+        if xid:
+            code = int(xid.group("xid"))
+            reason = xid_reason(code)
+            if reason is not None:
+                added.append(self._add(i, raw, rank, total, reason, "root", 0.95, 100, f"xid-{code}"))
+            elif code in APPLICATION_XIDS:
+                added.append(self._add(i, raw, rank, total, "cuda_error", "cascade", 0.5, 25, f"xid-{code}"))
+        for rule in self.rules.match(text):
+            added.append(self._add_rule(i, raw, rank, total, rule))
+        return added
+
+    def _exception(
+        self, i: int, raw: str, text: str, rank: int | None, exc: re.Match[str], frame: str | None, total: int
+    ) -> None:
+        if self._line(i, raw, text, rank, total):
+            return  # the message itself says what happened (CUDA error, NCCL error, OOM, ...)
+        name = exc.group("type").rsplit(".", 1)[-1]
+        if name in _CASCADE_EXCEPTIONS:
+            return
+        in_framework = frame is not None and _FRAMEWORK_PATH.search(frame) is not None
+        if name in _SCRIPT_EXCEPTIONS:
+            reason = "framework_error" if in_framework else "script_error"
+            confidence = 0.75 if in_framework or name not in ("RuntimeError", "AssertionError") else 0.65
+            self._add(i, raw, rank, total, reason, "root", confidence, 50, f"exception-{name}")
+        elif name.endswith(("Error", "Exception")):
+            reason = "framework_error" if in_framework else "script_error"
+            self._add(i, raw, rank, total, reason, "root", 0.6, 45, f"exception-{name}")
+
+    def _add_rule(self, i: int, raw: str, rank: int | None, total: int, rule: Rule) -> Candidate:
+        return self._add(i, raw, rank, total, rule.reason, rule.role, rule.confidence, rule.priority, rule.id)
+
+    def _add(
+        self,
+        i: int,
+        raw: str,
+        rank: int | None,
+        total: int,
+        reason: str,
+        role: str,
+        confidence: float,
+        priority: int,
+        rule_id: str,
+    ) -> Candidate:
+        candidate = Candidate(
+            reason=reason,
+            role=role,
+            confidence=confidence,
+            priority=priority,
+            rule_id=rule_id,
+            evidence=Evidence(self.source.file, i + 1, raw.rstrip("\r\n")[:2000]),
+            node=self.source.node,
+            rank=self.source.rank if self.source.rank is not None else rank,
+            when=_timestamp(raw),
+            position=i / total,
+        )
+        self.found.append(candidate)
+        return candidate
+
+
+def _from_exit(source: LogSource) -> Candidate | None:
+    """What an exit status says on its own (weak: only when the text says nothing)."""
+    ev = Evidence(source.file, 0, f"exit code {source.exit_code}, signal {source.signal}")
+    if source.exit_code == 137 or source.signal == 9:
+        return Candidate("host_oom", "root", 0.55, 10, "exit-sigkill", ev, source.node, source.rank, None, 1.0)
+    if source.exit_code == 143 or source.signal == 15:
+        return Candidate("preempted", "cascade", 0.5, 10, "exit-sigterm", ev, source.node, source.rank, None, 1.0)
+    return None
+
+
+def _sort_key(c: Candidate, root_rank: int | None) -> tuple[float, ...]:
+    boost = 5 if root_rank is not None and c.rank == root_rank else 0
+    when = c.when.timestamp() if c.when is not None else float("inf")
+    return (-(c.priority + boost), when, c.position)
+
+
+def scan(sources: Iterable[LogSource], rules_dir: str | None = None) -> tuple[list[Candidate], int | None, str | None]:
+    """Every candidate in every source, and the root rank and host a torchrun summary named."""
+    rules = _ruleset(rules_dir)
+    found: list[Candidate] = []
+    root_rank: int | None = None
+    root_host: str | None = None
+    for source in sources:
+        scanner = _Scanner(source, rules)
+        scanner.scan()
+        found += scanner.found
+        root_rank = root_rank if root_rank is not None else scanner.root_rank
+        root_host = root_host or scanner.root_host
+        exit_candidate = _from_exit(source)
+        if exit_candidate is not None:
+            found.append(exit_candidate)
+    return found, root_rank, root_host
+
+
+def diagnose_rules(sources: list[LogSource], rules_dir: str | None = None) -> Diagnosis:
+    """The rules' diagnosis of one run's logs (no network, no LLM)."""
+    found, root_rank, root_host = scan(sources, rules_dir)
+    ignored = {(c.evidence.file, c.evidence.line) for c in found if c.role == "ignore"}
+    found = [c for c in found if c.role != "ignore" and (c.evidence.file, c.evidence.line) not in ignored]
+    if not found:
+        return Diagnosis("unknown", 0.0, "none", explanation="no known failure signature in the logs")
+    roots = [c for c in found if c.role == "root"]
+    pool = roots or found
+    best = min(pool, key=lambda c: _sort_key(c, root_rank))
+    same = sorted(
+        (c for c in found if c.reason == best.reason and c is not best), key=lambda c: _sort_key(c, root_rank)
+    )
+    evidence = tuple(dict.fromkeys([best.evidence, *(c.evidence for c in same)]))[:MAX_EVIDENCE]
+    consequences = sorted({c.reason for c in found if c.reason != best.reason})
+    rank = best.rank if best.rank is not None else root_rank
+    node = best.node or (root_host if rank is not None and rank == root_rank else None)
+    explanation = f"{best.rule_id} matched {best.evidence.file}:{best.evidence.line}"
+    if consequences:
+        explanation += f"; also seen, taken as consequences: {', '.join(consequences)}"
+    return Diagnosis(
+        reason=best.reason,
+        confidence=best.confidence,
+        source="rules",
+        evidence=evidence,
+        node=node,
+        rank=rank,
+        explanation=explanation,
+        rule_id=best.rule_id,
+    )

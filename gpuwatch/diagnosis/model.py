@@ -1,0 +1,70 @@
+"""The inputs and the output of a diagnosis."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuwatch.taxonomy import info
+
+
+@dataclass(frozen=True, slots=True)
+class LogSource:
+    """One log of a run: a rank's output, a node's kernel log, a launcher's or scheduler's output.
+    ``node``/``rank`` are what is known from outside the text (the rules may still find them in it)."""
+
+    file: str
+    lines: Sequence[str]
+    node: str | None = None
+    rank: int | None = None
+    exit_code: int | None = None  # of the process whose output this is, when known
+    signal: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    file: str
+    line: int  # 1-based
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    reason: str
+    confidence: float
+    source: str  # "rules" | "llm" | "none"
+    evidence: tuple[Evidence, ...] = ()
+    node: str | None = None
+    rank: int | None = None
+    explanation: str = ""
+    rule_id: str | None = None
+    rules_guess: str | None = None  # when the answer is "unknown": what the rules thought most likely
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        info(self.reason)  # a reason outside the taxonomy is a programming error, caught here
+
+    @property
+    def category(self) -> str:
+        return info(self.reason).category
+
+    @property
+    def action(self) -> str:
+        return info(self.reason).action
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable shape of DESIGN.md (`gpuwatch diagnose --format json`), plus explanation fields."""
+        return {
+            "reason": self.reason,
+            "category": self.category,
+            "action": self.action,
+            "confidence": round(self.confidence, 3),
+            "source": self.source,
+            "evidence": [{"file": e.file, "line": e.line, "text": e.text} for e in self.evidence],
+            "node": self.node,
+            "rank": self.rank,
+            "explanation": self.explanation,
+            "rule": self.rule_id,
+            "rules_guess": self.rules_guess,
+        }

@@ -1,0 +1,43 @@
+"""Line normalisation: strip what varies between runs but says nothing about the failure (ANSI colour,
+timestamps, launcher prefixes), and keep the rank a launcher prefix names."""
+
+from __future__ import annotations
+
+import re
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# One prefix at a time from the left, until none matches.
+_PREFIXES = (
+    re.compile(r"^\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ :,-]*"),
+    re.compile(r"^\[\s*\d+\.\d+\]\s*"),  # kernel: [12345.678901]
+    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ (?:kernel: )?"),  # syslog: May  1 12:34:56 host kernel:
+    re.compile(r"^\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+"),
+    re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s*[:|-]?\s+", re.I),
+)
+# Launcher prefixes that carry the rank: torch's [rank3]:, torchrun's [default3]:, mpirun's [1,3]<stderr>:,
+# srun -l's "3: ".
+_RANK_PREFIXES = (
+    re.compile(r"^\[rank(\d+)\]:\s?"),
+    re.compile(r"^\[default(\d+)\]:\s?"),
+    re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>:\s?"),
+    re.compile(r"^(\d{1,5}): "),
+)
+
+
+def normalize(line: str) -> tuple[str, int | None]:
+    """The line's text without colour, timestamps and launcher prefixes, and the rank a prefix named."""
+    text = _ANSI.sub("", line).rstrip("\r\n")
+    rank: int | None = None
+    changed = True
+    while changed:
+        changed = False
+        for pattern in _PREFIXES:
+            m = pattern.match(text)
+            if m and m.end() > 0:
+                text, changed = text[m.end() :], True
+        for pattern in _RANK_PREFIXES:
+            m = pattern.match(text)
+            if m:
+                rank = rank if rank is not None else int(m.group(1))
+                text, changed = text[m.end() :], True
+    return text.strip(), rank

@@ -1,0 +1,76 @@
+"""Rules as data: loading them (the shipped `rules.toml` plus a user directory) and matching lines,
+behind a one-regex prefilter so the common line, which matches nothing, costs one C-level search."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from gpuwatch.taxonomy import REASONS
+
+ROLES = ("root", "cascade", "ignore")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    reason: str
+    role: str
+    keywords: tuple[str, ...]
+    patterns: tuple[re.Pattern[str], ...]
+    confidence: float
+    priority: int
+    examples: tuple[str, ...] = ()
+
+    def matches(self, line: str, lower: str) -> bool:
+        return any(k in lower for k in self.keywords) and any(p.search(line) for p in self.patterns)
+
+
+def _parse(raw: dict, origin: str) -> Rule:
+    try:
+        rule = Rule(
+            id=raw["id"],
+            reason=raw["reason"],
+            role=raw.get("role", "root"),
+            keywords=tuple(k.lower() for k in raw["keywords"]),
+            patterns=tuple(re.compile(p) for p in raw["patterns"]),
+            confidence=float(raw["confidence"]),
+            priority=int(raw["priority"]),
+            examples=tuple(raw.get("examples", ())),
+        )
+    except (KeyError, TypeError, ValueError, re.error) as exc:
+        raise ValueError(f"{origin}: rule {raw.get('id', '?')!r} is invalid: {exc}") from None
+    if rule.reason not in REASONS:
+        raise ValueError(f"{origin}: rule {rule.id!r} names {rule.reason!r}, which is not in the failure taxonomy")
+    if rule.role not in ROLES or not 0 <= rule.confidence <= 1 or not rule.keywords:
+        raise ValueError(f"{origin}: rule {rule.id!r}: role must be one of {ROLES}, confidence 0..1, keywords given")
+    return rule
+
+
+def load_rules(user_dir: Path | None = None) -> list[Rule]:
+    """The shipped rules, then the user's (`*.toml` in ``user_dir``); a user rule replaces a shipped
+    rule of the same id."""
+    shipped = resources.files("gpuwatch.diagnosis").joinpath("rules.toml").read_text()
+    rules = {r.id: r for r in (_parse(raw, "rules.toml") for raw in tomllib.loads(shipped)["rules"])}
+    if user_dir is not None:
+        for path in sorted(Path(user_dir).glob("*.toml")):
+            for raw in tomllib.loads(path.read_text()).get("rules", []):
+                rule = _parse(raw, str(path))
+                rules[rule.id] = rule
+    return list(rules.values())
+
+
+class RuleSet:
+    """Matches lines against rules; ``prefilter`` is true for every line any rule could match."""
+
+    def __init__(self, rules: list[Rule], extra_keywords: tuple[str, ...] = ()) -> None:
+        self.rules = rules
+        keywords = sorted({k for r in rules for k in r.keywords} | set(extra_keywords), key=len, reverse=True)
+        self.prefilter = re.compile("|".join(re.escape(k) for k in keywords), re.IGNORECASE).search
+
+    def match(self, line: str) -> list[Rule]:
+        lower = line.lower()
+        return [r for r in self.rules if r.matches(line, lower)]

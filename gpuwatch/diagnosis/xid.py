@@ -1,0 +1,31 @@
+"""NVIDIA Xid codes: which mean the GPU or its links failed (a restart elsewhere helps) and which
+are what an application did to itself (see NVIDIA's Xid catalogue)."""
+
+from __future__ import annotations
+
+import re
+
+#: Xid → reason, for the Xids that are evidence of a failure.
+XID_REASONS: dict[int, str] = {
+    48: "gpu_hardware",  # double-bit ECC error
+    61: "gpu_hardware",  # internal micro-controller breakpoint/warning
+    62: "gpu_hardware",  # internal micro-controller halt
+    63: "gpu_hardware",  # ECC page retirement / row remapping recording event
+    64: "gpu_hardware",  # ECC page retirement / row remapper failure
+    74: "nvlink_error",  # NVLink error
+    79: "gpu_hardware",  # GPU has fallen off the bus
+    92: "gpu_hardware",  # high single-bit ECC error rate
+    94: "gpu_hardware",  # contained ECC error
+    95: "gpu_hardware",  # uncontained ECC error
+    119: "gpu_hardware",  # GSP RPC timeout
+    120: "gpu_hardware",  # GSP error
+    140: "gpu_hardware",  # unrecovered ECC error
+}
+#: Xids an application causes (a bad kernel, a killed process): never blame the node for these.
+APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 69})
+
+XID_LINE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+)\b")
+
+
+def xid_reason(xid: int) -> str | None:
+    return XID_REASONS.get(xid)

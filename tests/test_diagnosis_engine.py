@@ -1,0 +1,169 @@
+"""The rules engine on small, targeted logs: normalisation, roles, tracebacks, Xids, exits, and the
+choice of the root cause across ranks and nodes. The labelled corpus test measures accuracy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuwatch.diagnosis.engine import diagnose_rules
+from gpuwatch.diagnosis.model import LogSource
+from gpuwatch.diagnosis.normalize import normalize
+from gpuwatch.diagnosis.rules import RuleSet, load_rules
+from gpuwatch.taxonomy import REASONS
+
+NCCL_TIMEOUT = (
+    "[rank{r}]:[E ProcessGroupNCCL.cpp:563] [Rank {r}] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=8812, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800082 "
+    "milliseconds before timing out."
+)
+
+
+def _src(name: str, text: str, **kw: object) -> LogSource:
+    return LogSource(file=name, lines=text.strip("\n").splitlines(), **kw)  # type: ignore[arg-type]
+
+
+def test_every_rule_matches_its_documented_examples_and_names_a_taxonomy_reason() -> None:
+    rules = RuleSet(load_rules())
+    for rule in rules.rules:
+        assert rule.reason in REASONS
+        for example in rule.examples:
+            assert rule in rules.match(normalize(example)[0]), (rule.id, example)
+            assert rules.prefilter(example), (rule.id, example)
+
+
+def test_normalisation_strips_colour_time_and_launcher_prefixes() -> None:
+    assert normalize("\x1b[31m2024-05-01 12:34:56,789 - ERROR - boom\x1b[0m") == ("boom", None)
+    assert normalize("[default3]:RuntimeError: x") == ("RuntimeError: x", 3)
+    assert normalize("[12345.678901] NVRM: Xid (PCI:0000:18:00): 79, pid=1") == (
+        "NVRM: Xid (PCI:0000:18:00): 79, pid=1",
+        None,
+    )
+
+
+def test_an_oom_on_one_rank_beats_the_nccl_timeouts_it_causes_elsewhere() -> None:
+    ranks = [_src(f"rank{r}.log", "iteration 10 loss 2.1\n" + NCCL_TIMEOUT.format(r=r), rank=r) for r in (0, 2, 3)]
+    oom = _src(
+        "rank1.log",
+        """
+[rank1]: Traceback (most recent call last):
+[rank1]:   File "/work/train.py", line 88, in <module>
+[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 1; 79.11 GiB total capacity)
+""",
+        node="gpu-node-02",
+    )
+    d = diagnose_rules([*ranks, oom])
+    assert (d.reason, d.rank, d.node, d.source) == ("gpu_oom", 1, "gpu-node-02", "rules")
+    assert d.evidence[0].file == "rank1.log" and d.evidence[0].line == 3
+    assert "nccl_timeout" in d.explanation
+
+
+def test_a_fatal_xid_in_the_kernel_log_blames_its_node() -> None:
+    kern = _src(
+        "kern.log",
+        """
+[ 8812.113321] NVRM: Xid (PCI:0000:3a:00): 79, pid=4471, name=python, GPU has fallen off the bus.
+[ 8812.113390] NVRM: GPU 0000:3a:00.0: GPU has fallen off the bus.
+""",
+        node="gpu-node-07",
+    )
+    rank = _src(
+        "rank5.log",
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call",
+        rank=5,
+    )
+    d = diagnose_rules([rank, kern])
+    assert (d.reason, d.node) == ("gpu_hardware", "gpu-node-07")
+    assert [e.line for e in d.evidence if e.file == "kern.log"] == [1, 2]
+
+
+def test_application_xid_is_not_hardware() -> None:
+    kern = _src("kern.log", "[1.0] NVRM: Xid (PCI:0000:3a:00): 13, pid=4471, Graphics Exception", node="n1")
+    assert diagnose_rules([kern]).reason != "gpu_hardware"
+
+
+def test_torchrun_summary_is_unwrapped_to_the_failing_ranks_error() -> None:
+    log = _src(
+        "torchrun.log",
+        """
+[default2]:Traceback (most recent call last):
+[default2]:  File "/work/train.py", line 41, in <module>
+[default2]:    batch = buckets[key]
+[default2]:KeyError: 'seq_len_4096'
+[default0]:Traceback (most recent call last):
+[default0]:  File "/work/train.py", line 77, in <module>
+[default0]:RuntimeError: [gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.3.12]:27418
+Traceback (most recent call last):
+  File "/opt/conda/bin/torchrun", line 8, in <module>
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-06-01_10:11:12
+  host      : gpu-node-04
+  rank      : 2 (local_rank: 2)
+  exitcode  : 1 (pid: 8812)
+  error_file: <N/A>
+============================================================
+""",
+    )
+    d = diagnose_rules([log])
+    assert (d.reason, d.rank, d.node) == ("script_error", 2, "gpu-node-04")
+
+
+def test_exception_in_framework_code_is_a_framework_error() -> None:
+    log = _src(
+        "rank0.log",
+        """
+Traceback (most recent call last):
+  File "/work/train.py", line 12, in <module>
+  File "/usr/lib/python3/dist-packages/deepspeed/runtime/engine.py", line 1800, in step
+AssertionError: optimizer state not initialised
+""",
+    )
+    assert diagnose_rules([log]).reason == "framework_error"
+
+
+def test_script_exception_in_user_code() -> None:
+    log = _src(
+        "rank0.log",
+        'Traceback (most recent call last):\n  File "/work/train.py", line 3\nZeroDivisionError: division by zero',
+    )
+    d = diagnose_rules([log])
+    assert (d.reason, d.evidence[0].line) == ("script_error", 3)
+
+
+def test_exit_statuses_speak_only_when_the_text_does_not() -> None:
+    assert diagnose_rules([_src("r.log", "iteration 5", exit_code=137)]).reason == "host_oom"
+    assert diagnose_rules([_src("r.log", "iteration 5", signal=15)]).reason == "preempted"
+    assert diagnose_rules([_src("r.log", "KeyError: 'x'\n", exit_code=137)]).reason == "host_oom"
+    nothing = diagnose_rules([_src("r.log", "all good\niteration 5")])
+    assert (nothing.reason, nothing.source, nothing.confidence) == ("unknown", "none", 0.0)
+
+
+def test_user_rules_add_and_replace(tmp_path: Path) -> None:
+    (tmp_path / "site.toml").write_text("""
+[[rules]]
+id = "lustre-eviction"
+reason = "storage_error"
+keywords = ["evicted by"]
+patterns = ["LustreError: .* evicted by"]
+confidence = 0.9
+priority = 66
+""")
+    log = _src("kern.log", "[5.0] LustreError: 11-0: lustre-OST0004: operation failed; evicted by 10.0.0.1@o2ib")
+    assert diagnose_rules([log]).reason == "unknown"
+    assert diagnose_rules([log], rules_dir=str(tmp_path)).reason == "storage_error"
+
+
+def test_a_rule_outside_the_taxonomy_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "bad.toml").write_text(
+        '[[rules]]\nid = "x"\nreason = "cosmic_rays"\nkeywords = ["x"]\n'
+        'patterns = ["x"]\nconfidence = 1\npriority = 1\n'
+    )
+    with pytest.raises(ValueError, match="cosmic_rays"):
+        load_rules(tmp_path)
