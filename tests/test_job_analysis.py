@@ -231,8 +231,13 @@ def test_a_long_but_busy_step_is_not_a_hang(stack: Stack) -> None:
 @pytest.mark.slow
 def test_job_series_on_metrics(stack: Stack) -> None:
     job = "metrics"
-    stack.train(job, "--mode", "heavy", "--steps", "10")
-    stack.wait_for_steps(job, 10)
+    # Long enough (several sampling intervals) for each rank's simulated GPU to be sampled while in use.
+    stack.train(job, "--mode", "heavy", "--steps", "40")
+    stack.wait_for_steps(job, 40)
+    wait_until(
+        lambda: all(r["gpu_util_mean"] is not None for r in stack.utilization(job)["ranks"]),
+        what="GPU samples attributed to both ranks",
+    )
     text = httpx.get(f"{stack.base}/metrics").text
     for name in ("gpuwatch_job_gpu_utilization", "gpuwatch_job_comm_overhead_ratio", "gpuwatch_job_step_seconds"):
         for rank in ("all", "0", "1"):

@@ -27,6 +27,7 @@ from gpuwatch.diagnosis.xid import APPLICATION_XIDS, XID_LINE, xid_reason
 #: Below this the rules are "not confident" and the LLM analyser, when configured, is asked.
 CONFIDENT = 0.7
 MAX_EVIDENCE = 6
+_MAX_TRACEBACK = 400  # lines a traceback is followed for, looking for its final exception
 
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s?(?P<msg>.*))?$")
@@ -87,7 +88,7 @@ def _ruleset(user_dir: str | None) -> RuleSet:
 
     return RuleSet(
         load_rules(Path(user_dir) if user_dir else None),
-        extra_keywords=("traceback", "nvrm: xid", "root cause", "rank"),
+        extra_keywords=("traceback", "nvrm: xid", "root cause"),
     )
 
 
@@ -113,36 +114,45 @@ class _Scanner:
 
     def scan(self) -> None:
         lines = self.source.lines
-        total = max(1, len(lines))
-        prefilter = self.rules.prefilter
-        in_traceback = False
-        last_frame: str | None = None
-        in_root_cause = False
-        for i, raw in enumerate(lines):
-            if not in_traceback and not in_root_cause and prefilter(raw) is None:
-                continue
-            text, prefix_rank = normalize(raw)
-            if in_root_cause:
-                in_root_cause = self._root_cause_line(text)
-            if "Root Cause (first observed failure)" in text:
-                in_root_cause = True
-                continue
-            if text.startswith("Traceback (most recent call last)"):
-                in_traceback, last_frame = True, None
-                continue
-            if in_traceback:
-                frame = _FRAME.match(text)
-                if frame:
-                    last_frame = frame.group("path")
-                    continue
-                exc = _EXCEPTION.match(text)
-                if exc:
-                    in_traceback = False
-                    self._exception(i, raw, text, prefix_rank, exc, last_frame, total)
-                    continue
-                if prefilter(raw) is None:
-                    continue
+        resume = 0
+        for i in self.rules.candidate_lines(lines):
+            if i >= resume:
+                resume = self._visit(i)
+
+    def _visit(self, i: int) -> int:
+        """Look at line ``i`` (and what it starts); return the index of the next line to look at."""
+        lines, total = self.source.lines, max(1, len(self.source.lines))
+        raw = lines[i]
+        text, prefix_rank = normalize(raw)
+        if "Root Cause (first observed failure)" in text:
+            j = i + 1
+            while j < min(len(lines), i + 40):
+                inner, _ = normalize(lines[j])
+                if not self._root_cause_line(inner):
+                    break
+                self._line(j, lines[j], inner, self.root_rank, total)  # its inline traceback, if any
+                j += 1
+            return j + 1
+        if not text.startswith("Traceback (most recent call last)"):
             self._line(i, raw, text, prefix_rank, total)
+            return i + 1
+        # Python's "Exception ignored in: ..." tracebacks (a destructor failing during shutdown) are noise.
+        ignored = i > 0 and normalize(lines[i - 1])[0].startswith("Exception ignored in")
+        last_frame: str | None = None
+        for j in range(i + 1, min(len(lines), i + _MAX_TRACEBACK)):
+            text, rank = normalize(lines[j])
+            frame = _FRAME.match(text)
+            if frame:
+                last_frame = frame.group("path")
+                continue
+            exc = _EXCEPTION.match(text)
+            if exc:
+                if not ignored:
+                    self._exception(j, lines[j], text, rank, exc, last_frame, total)
+                return j + 1
+            if self.rules.prefilter(lines[j]):
+                self._line(j, lines[j], text, rank, total)
+        return i + 1
 
     def _root_cause_line(self, text: str) -> bool:
         if m := _ROOT_CAUSE_RANK.match(text):
