@@ -54,6 +54,9 @@ class Agent:
         self.tailers = [
             LogTailer(p, self.state.files.get(str(p), TailPosition())) for p in map(Path, settings.log_files)
         ]
+        if settings.kernel_log is not None:  # NVRM Xid lines, OOM-killer lines: evidence for diagnosis
+            kernel = Path(settings.kernel_log)
+            self.tailers.append(LogTailer(kernel, self.state.files.get(str(kernel), TailPosition()), stream="kernel"))
         self.shipper = Shipper(
             ServerClient(settings.server_url, token),
             self.spool,

@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
         spool_dir: Annotated[Path | None, typer.Option(help="spool directory")] = None,
         backoff_max: Annotated[float | None, typer.Option(help="longest retry wait, seconds")] = None,
         client_port: Annotated[int | None, typer.Option(help="loopback port for training clients (0: any)")] = None,
+        kernel_log: Annotated[Path | None, typer.Option(help="kernel log file to follow for Xid lines")] = None,
         sysfs_root: Annotated[Path | None, typer.Option(help="sysfs root for InfiniBand counters")] = None,
     ) -> None:
         """Run the node agent: sample GPUs, tail logs, ship to the server."""
@@ -46,6 +47,7 @@ def register(app: typer.Typer) -> None:
             spool_dir=spool_dir,
             backoff_max_s=backoff_max,
             client_port=client_port,
+            kernel_log=kernel_log,
             sysfs_root=sysfs_root,
         )
         raise typer.Exit(run_agent(settings))

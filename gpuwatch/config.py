@@ -65,6 +65,8 @@ class Settings(BaseSettings):
     spool_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
     backoff_max_s: float = Field(default=30.0, gt=0, description="longest wait between retries")
     log_files: list[Path] = Field(default_factory=list, description="job logs the agent tails")
+    kernel_log: Path | None = Field(default=None, description="kernel log file to follow (stream 'kernel')")
+    incident_settle_s: float = Field(default=1.0, ge=0, description="wait for in-flight logs before diagnosing")
     simulate: int = Field(default=0, ge=0, le=64, description="simulated GPUs instead of NVML")
     client_port: int = Field(default=8601, ge=0, le=65535, description="loopback port for training clients")
     sysfs_root: Path = Field(default=Path("/sys"), description="where InfiniBand counters are read from")

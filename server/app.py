@@ -16,7 +16,7 @@ from gpuwatch import __version__
 from gpuwatch.config import Settings
 from gpuwatch.protocol import GpuInfo
 from server.api.deps import Services
-from server.api.routes import health, ingest, read
+from server.api.routes import health, ingest, read, runs
 from server.detections import HangChecker
 from server.store.db import make_engine, make_sessionmaker
 from server.store.migrate import check_schema
@@ -60,7 +60,7 @@ def create_app(settings: Settings) -> FastAPI:
         title="gpuwatch", version=__version__, description="GPU cluster observability and diagnosis", lifespan=lifespan
     )
     app.state.services = svc
-    for module in (health, ingest, read):
+    for module in (health, ingest, read, runs):
         app.include_router(module.router)
 
     @app.exception_handler(OperationalError)

@@ -29,9 +29,9 @@ class LogTailer:
     bar without newlines, a dumped tensor) can neither block the stream nor be refused by the server.
     """
 
-    def __init__(self, path: Path, position: TailPosition | None = None) -> None:
+    def __init__(self, path: Path, position: TailPosition | None = None, stream: str | None = None) -> None:
         self.path = path
-        self.stream = f"file:{path}"
+        self.stream = stream or f"file:{path}"
         self.position = position or TailPosition()
         self._file: BinaryIO | None = None
         self._partial = b""

@@ -321,6 +321,12 @@ class IngestMetrics:
             "Request body bytes received on ingest (as sent, compressed or not).",
             registry=registry,
         )
+        self.failures = Counter(
+            "gpuwatch_failures",
+            "Diagnosed failures, by reason and category.",
+            ["reason", "category"],
+            registry=registry,
+        )
         self.detections = Counter(
             "gpuwatch_detections", "Stragglers and hangs found, by kind.", ["kind"], registry=registry
         )

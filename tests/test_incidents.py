@@ -1,0 +1,109 @@
+"""A run fails with an Xid 79 in its node's kernel log: the server opens an incident and diagnoses it
+from the logs the agent streamed, within 2 s of the exit (issue 4, acceptance 4)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers import Proc, free_port, migrated_sqlite, new_token, start_server, wait_until
+
+JOB_LINES = [
+    "[rank0]: iteration      100/  500000 | lm loss: 2.131E+00 | grad norm: 0.412 |",
+    "[rank0]: iteration      101/  500000 | lm loss: 2.127E+00 | grad norm: 0.409 |",
+    "[rank0]: RuntimeError: CUDA error: unspecified launch failure",
+    "[rank0]: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+    "might be incorrect.",
+    "[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=8812, "
+    "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.",
+]
+KERNEL_LINE = "[ 8812.113321] NVRM: Xid (PCI:0000:3a:00): 79, pid=4471, name=python, GPU has fallen off the bus."
+
+
+@pytest.mark.slow
+def test_failed_run_is_diagnosed_from_streamed_logs_within_two_seconds(tmp_path: Path) -> None:
+    url = migrated_sqlite(tmp_path)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    token = new_token(url, "gpu-node-07")
+    job_log, kern_log = tmp_path / "train.log", tmp_path / "kern.log"
+    job_log.touch()
+    kern_log.write_text("[    1.000000] Linux version 6.1.0\n")
+    server = start_server(tmp_path, port, tmp_path / "server.log", {"GPUWATCH_INCIDENT_SETTLE_S": "0.75"})
+    agent = Proc(
+        [
+            "agent",
+            "--server",
+            base,
+            "--token",
+            token,
+            "--node",
+            "gpu-node-07",
+            "--simulate",
+            "1",
+            "--client-port",
+            "0",
+            "--flush",
+            "0.25",
+            "--log-file",
+            str(job_log),
+            "--kernel-log",
+            str(kern_log),
+            "--data-dir",
+            str(tmp_path),
+        ],
+        tmp_path / "agent.log",
+    )
+    auth = {"Authorization": f"Bearer {token}"}
+    try:
+        wait_until(lambda: httpx.get(f"{base}/api/v1/gpus").json(), what="the agent")
+        run = httpx.post(
+            f"{base}/api/v1/runs", json={"job": "llama-70b", "command": "torchrun train.py"}, headers=auth
+        ).json()
+        with open(job_log, "a") as f:
+            f.write("\n".join(JOB_LINES) + "\n")
+        with open(kern_log, "a") as f:
+            f.write(KERNEL_LINE + "\n")
+        exited = time.monotonic()
+        resp = httpx.post(
+            f"{base}/api/v1/runs/{run['id']}/exit", json={"exit_code": 1, "streams": [f"file:{job_log}"]}, headers=auth
+        )
+        assert resp.status_code == 202 and resp.json()["state"] == "failed"
+        incident_id = resp.json()["incident_id"]
+
+        def diagnosed() -> dict | None:
+            incident = httpx.get(f"{base}/api/v1/incidents/{incident_id}").json()
+            return incident if incident["diagnosis"] else None
+
+        incident = wait_until(diagnosed, timeout=2.0, what="the incident's diagnosis", every=0.02)
+        took = time.monotonic() - exited
+        print(f"diagnosed {took:.2f}s after the exit")
+        d = incident["diagnosis"]
+        assert (d["reason"], d["category"], d["action"], d["node"]) == (
+            "gpu_hardware",
+            "infrastructure",
+            "restart_exclude_node",
+            "gpu-node-07",
+        )
+        assert {"file": "kernel", "line": 2, "text": KERNEL_LINE} in d["evidence"]
+        assert incident["run_id"] == run["id"] and incident["state"] == "diagnosed"
+        families = {f.name: f for f in text_string_to_metric_families(httpx.get(f"{base}/metrics").text)}
+        failures = {
+            (s.labels["reason"], s.labels["category"]): s.value
+            for s in families["gpuwatch_failures"].samples
+            if s.name == "gpuwatch_failures_total"
+        }
+        assert failures == {("gpu_hardware", "infrastructure"): 1.0}
+        ok = httpx.post(f"{base}/api/v1/runs", json={"job": "llama-70b"}, headers=auth).json()
+        assert ok["attempt"] == 2
+        done = httpx.post(f"{base}/api/v1/runs/{ok['id']}/exit", json={"exit_code": 0}, headers=auth).json()
+        assert done == {"run_id": ok["id"], "state": "succeeded", "incident_id": None}
+        assert httpx.post(f"{base}/api/v1/runs/999/exit", json={"exit_code": 1}, headers=auth).status_code == 404
+        assert httpx.post(f"{base}/api/v1/runs", json={"job": "x"}).status_code == 401
+    finally:
+        agent.stop()
+        server.stop()
