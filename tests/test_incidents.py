@@ -102,6 +102,19 @@ def test_failed_run_is_diagnosed_from_streamed_logs_within_two_seconds(tmp_path:
         assert ok["attempt"] == 2
         done = httpx.post(f"{base}/api/v1/runs/{ok['id']}/exit", json={"exit_code": 0}, headers=auth).json()
         assert done == {"run_id": ok["id"], "state": "succeeded", "incident_id": None}
+        # Exit codes per rank: a rank killed with nothing in its logs is diagnosed from its status alone.
+        third = httpx.post(f"{base}/api/v1/runs", json={"job": "llama-70b"}, headers=auth).json()
+        killed = httpx.post(
+            f"{base}/api/v1/runs/{third['id']}/exit",
+            headers=auth,
+            json={"exit_code": 1, "ranks": [{"rank": 3, "exit_code": 137, "stream": "file:/logs/rank3.log"}]},
+        ).json()
+        later = wait_until(
+            lambda: httpx.get(f"{base}/api/v1/incidents/{killed['incident_id']}").json()["diagnosis"],
+            timeout=5,
+            what="the second diagnosis",
+        )
+        assert (later["reason"], later["rank"]) == ("gpu_hardware", None), "the node's Xid still explains it"
         assert httpx.post(f"{base}/api/v1/runs/999/exit", json={"exit_code": 1}, headers=auth).status_code == 404
         assert httpx.post(f"{base}/api/v1/runs", json={"job": "x"}).status_code == 401
     finally:

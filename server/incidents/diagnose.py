@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import select
@@ -25,15 +26,17 @@ KERNEL_STREAM = "kernel"
 MAX_LINES_PER_STREAM = 200_000
 
 
-def open_incident(
-    svc: Services,
-    run_id: int,
-    node_id: int,
-    trigger: str,
-    streams: list[str],
-    exit_code: int | None,
-    signal: int | None,
-) -> int:
+@dataclass(frozen=True, slots=True)
+class StreamExit:
+    """A log stream of a failed run, with the rank it is (if one) and how that process ended."""
+
+    stream: str
+    rank: int | None
+    exit_code: int | None
+    signal: int | None
+
+
+def open_incident(svc: Services, run_id: int, node_id: int, trigger: str, streams: list[StreamExit]) -> int:
     with transaction(svc.sessions) as session:
         run = session.get(Run, run_id)
         assert run is not None
@@ -41,26 +44,20 @@ def open_incident(
         session.add(incident)
         session.flush()
         incident_id = incident.id
-    timer = threading.Timer(
-        svc.settings.incident_settle_s, _diagnose_safely, args=(svc, incident_id, streams, exit_code, signal)
-    )
+    timer = threading.Timer(svc.settings.incident_settle_s, _diagnose_safely, args=(svc, incident_id, streams))
     timer.daemon = True
     timer.start()
     return incident_id
 
 
-def _diagnose_safely(
-    svc: Services, incident_id: int, streams: list[str], exit_code: int | None, signal: int | None
-) -> None:
+def _diagnose_safely(svc: Services, incident_id: int, streams: list[StreamExit]) -> None:
     try:
-        diagnose_incident(svc, incident_id, streams, exit_code, signal)
+        diagnose_incident(svc, incident_id, streams)
     except Exception:  # a failed diagnosis leaves the incident open, and says why in the log
         log.exception("diagnosis of incident %d failed", incident_id)
 
 
-def diagnose_incident(
-    svc: Services, incident_id: int, streams: list[str], exit_code: int | None, signal: int | None
-) -> None:
+def diagnose_incident(svc: Services, incident_id: int, streams: list[StreamExit]) -> None:
     with svc.sessions() as session:
         incident = session.get(Incident, incident_id)
         assert incident is not None and incident.run_id is not None
@@ -69,22 +66,22 @@ def diagnose_incident(
         assert run is not None and node is not None
         since = run.started_at - timedelta(minutes=5)
         sources = []
-        for stream in [*streams, KERNEL_STREAM]:
+        for s in [*streams, StreamExit(KERNEL_STREAM, None, None, None)]:
             lines = session.scalars(
                 select(LogLineRow.text)
-                .where(LogLineRow.node_id == node.id, LogLineRow.stream == stream, LogLineRow.ts >= since)
+                .where(LogLineRow.node_id == node.id, LogLineRow.stream == s.stream, LogLineRow.ts >= since)
                 .order_by(LogLineRow.seq)
                 .limit(MAX_LINES_PER_STREAM)
             ).all()
-            if lines:
-                is_run = stream != KERNEL_STREAM
+            if lines or s.exit_code or s.signal:
                 sources.append(
                     LogSource(
-                        file=stream,
+                        file=s.stream,
                         lines=list(lines),
                         node=node.name,
-                        exit_code=exit_code if is_run else None,
-                        signal=signal if is_run else None,
+                        rank=s.rank,
+                        exit_code=s.exit_code,
+                        signal=s.signal,
                     )
                 )
     llm = None
@@ -92,9 +89,7 @@ def diagnose_incident(
         from gpuwatch.diagnosis.llm import LlmAnalyser
 
         llm = LlmAnalyser.from_env(os.environ)
-    result = diagnose(
-        sources or [LogSource(file="(no logs)", lines=[], node=node.name, exit_code=exit_code, signal=signal)], llm=llm
-    )
+    result = diagnose(sources, llm=llm)
     with transaction(svc.sessions) as session:
         session.add(
             Diagnosis(

@@ -9,7 +9,7 @@ from starlette.concurrency import run_in_threadpool
 
 from server.api.body import read_model
 from server.api.deps import NodeDep, ServicesDep, SessionDep
-from server.incidents.diagnose import mark_exit, open_incident
+from server.incidents.diagnose import StreamExit, mark_exit, open_incident
 from server.store.db import transaction
 from server.store.jobs import job_ids
 from server.store.models import Diagnosis, Incident, Run
@@ -22,10 +22,18 @@ class RunStart(BaseModel):
     command: str | None = Field(default=None, max_length=10_000)
 
 
+class RankExit(BaseModel):
+    rank: int = Field(ge=0)
+    exit_code: int | None = None
+    signal: int | None = Field(default=None, ge=1, le=64)
+    stream: str | None = Field(default=None, max_length=255, description="the rank's own log stream, if apart")
+
+
 class RunExit(BaseModel):
     exit_code: int | None = None
     signal: int | None = Field(default=None, ge=1, le=64)
     streams: list[str] = Field(default_factory=list, max_length=1024, description="the run's log streams")
+    ranks: list[RankExit] = Field(default_factory=list, max_length=100_000, description="how each rank ended")
 
 
 class RunStarted(BaseModel):
@@ -68,11 +76,9 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
                 raise HTTPException(404, f"no run {run_id}")
             failed = mark_exit(run, body.exit_code, body.signal)
             state = run.state
-        incident_id = (
-            open_incident(svc, run_id, node.id, "run_failed", body.streams, body.exit_code, body.signal)
-            if failed
-            else None
-        )
+        streams = [StreamExit(s, None, body.exit_code, body.signal) for s in body.streams]
+        streams += [StreamExit(r.stream, r.rank, r.exit_code, r.signal) for r in body.ranks if r.stream]
+        incident_id = open_incident(svc, run_id, node.id, "run_failed", streams) if failed else None
         return RunEnded(run_id=run_id, state=state, incident_id=incident_id)
 
     return await run_in_threadpool(work)
