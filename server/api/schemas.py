@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from gpuwatch.protocol import GpuSample
+from server.telemetry.jobs import JobSummary
 
 
 class _Out(BaseModel):
@@ -82,47 +84,12 @@ class EventOut(_Out):
     data: dict[str, Any]
 
 
-class RankUtilizationOut(BaseModel):
-    rank: int
-    node: str | None
-    gpus: list[int]
-    steps: int
-    last_step: int
-    gpu_util_mean: float | None
-    gpu_util_p50: float | None
-    idle_fraction: float | None
-    step_s: float | None
-    comm_s: float | None
-    compute_s: float | None
-    comm_overhead: float | None
-    tokens_per_s: float | None
-    samples_per_s: float | None
-    nvlink_bytes_per_s: float | None
-    pcie_bytes_per_s: float | None
-    straggler: bool
+@dataclass(frozen=True, slots=True)
+class JobUtilizationOut(JobSummary):
+    """The tracker's summary of a job (per rank inside), plus its id and its whole-life totals from the
+    stored rollups. It extends `JobSummary` rather than copying its fields."""
 
-
-class JobUtilizationOut(BaseModel):
     id: int
-    job: str
-    window_s: float
-    world_size: int | None
-    gpu_util_mean: float | None
-    gpu_util_p50: float | None
-    idle_fraction: float | None
-    step_s: float | None
-    comm_overhead: float | None
-    tokens_per_s: float | None
-    samples_per_s: float | None
-    nvlink_bytes_per_s: float | None
-    pcie_bytes_per_s: float | None
-    gpu_hours: float
-    idle_gpu_hours: float
-    energy_kwh: float
-    straggler_events: int
-    hang_events: int
-    hung: bool
-    ranks: list[RankUtilizationOut]
     stored_gpu_hours: float
     stored_idle_gpu_hours: float
     stored_energy_kwh: float

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import fields
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
@@ -17,7 +17,6 @@ from server.api.schemas import (
     JobUtilizationOut,
     LogLineOut,
     NodeOut,
-    RankUtilizationOut,
     RunOut,
 )
 from server.store.models import EventRow, Gpu, Job, JobRollup, LogLineRow, Node, Run
@@ -105,9 +104,8 @@ def job_utilization(
         ).where(JobRollup.job_id == job_id)
     ).one()
     return JobUtilizationOut(
+        **{f.name: getattr(summary, f.name) for f in fields(summary)},
         id=job.id,
-        **{k: v for k, v in asdict(summary).items() if k != "ranks"},
-        ranks=[RankUtilizationOut(**asdict(r)) for r in summary.ranks],
         stored_gpu_hours=totals[0] / 3600,
         stored_idle_gpu_hours=totals[1] / 3600,
         stored_energy_kwh=totals[2] / 3.6e6,
