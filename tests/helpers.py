@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
+import pytest
 import uvicorn
 
 from gpuwatch.config import Settings
@@ -24,6 +25,24 @@ from server.store.nodes import create_token
 
 T = TypeVar("T")
 CLI = [sys.executable, "-m", "gpuwatch"]
+
+
+REQUIRE_TOOLS_ENV = "GPUWATCH_TEST_REQUIRE_TOOLS"  # CI sets it to 1: a missing tool fails instead of skipping
+
+
+def require_tool(*names: str) -> str:
+    """The path of the first of ``names`` on PATH (or in /usr/sbin); skip the test without one, or fail
+    where GPUWATCH_TEST_REQUIRE_TOOLS=1 (CI installs .ci/system-packages)."""
+    import shutil
+
+    for name in names:
+        found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
+        if found:
+            return found
+    reason = f"{' or '.join(names)} not installed (see .ci/system-packages)"
+    if os.environ.get(REQUIRE_TOOLS_ENV) == "1":
+        pytest.fail(f"{reason} [{REQUIRE_TOOLS_ENV}=1]", pytrace=False)
+    pytest.skip(reason)
 
 
 def free_port() -> int:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from prometheus_client import Counter, Gauge, generate_latest
+from prometheus_client import Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -332,4 +332,32 @@ class IngestMetrics:
         )
         self.latency = Gauge(
             "gpuwatch_ingest_last_batch_seconds", "Time the last batch took to store.", registry=registry
+        )
+        self.incidents = Counter("gpuwatch_incidents", "Incidents opened, by trigger.", ["trigger"], registry=registry)
+        self.restarts = Counter(
+            "gpuwatch_restarts",
+            "Restarts ordered by the recovery policy, by job and reason.",
+            ["job", "reason"],
+            registry=registry,
+        )
+        self.decisions = Counter(
+            "gpuwatch_recovery_decisions",
+            "Recovery decisions, by action taken (restart, restart_exclude_node, notify, stop, dry_run).",
+            ["action"],
+            registry=registry,
+        )
+        self.restart_seconds = Histogram(
+            "gpuwatch_restart_seconds",
+            "Seconds from a run's exit to its restart decision.",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300),
+            registry=registry,
+        )
+        self.lost_gpu_hours = Counter(
+            "gpuwatch_lost_gpu_hours",
+            "GPU-hours lost to failures (work since the last checkpoint plus downtime), by reason and category.",
+            ["reason", "category"],
+            registry=registry,
+        )
+        self.excluded_nodes = Gauge(
+            "gpuwatch_excluded_nodes", "Nodes on the recovery exclusion list (1 per node).", ["node"], registry=registry
         )
