@@ -12,6 +12,7 @@ from pathlib import Path
 
 from agent.collectors.base import GpuCollector, GpuEvent
 from agent.collectors.infiniband import InfinibandCollector
+from agent.collectors.kernel import KmsgFollower, KmsgPosition, is_kmsg
 from agent.collectors.logfile import LogTailer, TailPosition
 from agent.jobs import JobDirectory
 from agent.local_api import LocalApi
@@ -20,6 +21,7 @@ from agent.spool import Spool
 from agent.state import AgentState
 from gpuwatch import __version__
 from gpuwatch.config import Settings
+from gpuwatch.diagnosis.xid import fatal_xid_in_line, xid_reason
 from gpuwatch.protocol import (
     MAX_BATCH_ITEMS,
     Batch,
@@ -54,9 +56,15 @@ class Agent:
         self.tailers = [
             LogTailer(p, self.state.files.get(str(p), TailPosition())) for p in map(Path, settings.log_files)
         ]
+        self.kmsg: KmsgFollower | None = None
         if settings.kernel_log is not None:  # NVRM Xid lines, OOM-killer lines: evidence for diagnosis
             kernel = Path(settings.kernel_log)
-            self.tailers.append(LogTailer(kernel, self.state.files.get(str(kernel), TailPosition()), stream="kernel"))
+            if is_kmsg(kernel):
+                self.kmsg = KmsgFollower(kernel, KmsgPosition(self.state.kmsg.boot_id, self.state.kmsg.seq))
+            else:  # a file holding kernel lines (a syslog `kern.log`, or a test's)
+                self.tailers.append(
+                    LogTailer(kernel, self.state.files.get(str(kernel), TailPosition()), stream="kernel")
+                )
         self.shipper = Shipper(
             ServerClient(settings.server_url, token),
             self.spool,
@@ -77,6 +85,7 @@ class Agent:
         self._client_dropped: dict[int, int] = {}
         self.local_api = LocalApi(self._on_client_report, port=settings.client_port)
         self._last_batch_id = 0
+        self._urgent = False  # a fatal Xid was seen: ship now, not at the next flush
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -101,7 +110,8 @@ class Agent:
                     self._sample(now)
                     next_sample = max(next_sample + s.interval_s, now)  # skip missed ticks, never burst
                 self._tail(now)
-                if now >= next_flush:
+                if now >= next_flush or self._urgent:
+                    self._urgent = False
                     self.flush()
                     next_flush = now + s.flush_s
                 self.stop.wait(max(0.0, min(next_sample, next_flush, now + _TAIL_PERIOD_S) - self.clock()))
@@ -115,6 +125,8 @@ class Agent:
             self.collector.close()
             for t in self.tailers:
                 t.close()
+            if self.kmsg is not None:
+                self.kmsg.close()
 
     def flush(self) -> None:
         """Turn everything pending into spooled batches, then remember the positions they cover."""
@@ -149,6 +161,8 @@ class Agent:
             self.spool.put(batch.batch_id, body, counts)
         for t in self.tailers:
             self.state.files[str(t.path)] = TailPosition(t.position.inode, t.committed_offset)
+        if self.kmsg is not None:
+            self.state.kmsg = KmsgPosition(self.kmsg.position.boot_id, self.kmsg.position.seq)
         self.state.save()
         self.shipper.wakeup.set()
 
@@ -178,6 +192,8 @@ class Agent:
         self._ib.extend(ports)
         self._events.extend(self._sequence(e, "infiniband") for e in ib_events)
         self._events.extend(self._sequence(e, f"gpu:{self.collector.name}") for e in reading.events)
+        if any(e.kind == "xid" and xid_reason(int(e.data.get("xid") or 0)) for e in reading.events):
+            self._urgent = True
 
     def _sequence(self, event: GpuEvent, stream: str) -> Event:
         return Event(
@@ -191,8 +207,17 @@ class Agent:
         )
 
     def _tail(self, now: float) -> None:
+        if self.kmsg is not None:
+            for record in self.kmsg.poll():
+                self._urgent = self._urgent or fatal_xid_in_line(record.text) is not None
+                stream = self.kmsg.stream
+                self._logs.append(
+                    LogLine(stream=stream, seq=self.state.next_seq(stream), ts=record.ts, text=record.text)
+                )
         for tailer in self.tailers:
             for text in tailer.poll():
+                if tailer.stream == "kernel" and fatal_xid_in_line(text) is not None:
+                    self._urgent = True
                 self._logs.append(
                     LogLine(stream=tailer.stream, seq=self.state.next_seq(tailer.stream), ts=now, text=text)
                 )

@@ -28,7 +28,9 @@ def register(app: typer.Typer) -> None:
         spool_dir: Annotated[Path | None, typer.Option(help="spool directory")] = None,
         backoff_max: Annotated[float | None, typer.Option(help="longest retry wait, seconds")] = None,
         client_port: Annotated[int | None, typer.Option(help="loopback port for training clients (0: any)")] = None,
-        kernel_log: Annotated[Path | None, typer.Option(help="kernel log file to follow for Xid lines")] = None,
+        kernel_log: Annotated[
+            Path | None, typer.Option(help="/dev/kmsg (root or CAP_SYSLOG), or a file of kernel lines, to follow")
+        ] = None,
         sysfs_root: Annotated[Path | None, typer.Option(help="sysfs root for InfiniBand counters")] = None,
     ) -> None:
         """Run the node agent: sample GPUs, tail logs, ship to the server."""

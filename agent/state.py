@@ -1,4 +1,5 @@
-"""What the agent must remember across restarts: sequence numbers per stream and log file positions.
+"""What the agent must remember across restarts: sequence numbers per stream, log file
+positions and the last kernel record read.
 
 Saved after the batches that used them are spooled. If the agent dies in between, it re-reads the
 same lines and gives them the same sequence numbers, which the server recognises as already stored:
@@ -12,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.collectors.kernel import KmsgPosition
 from agent.collectors.logfile import TailPosition
 
 
@@ -20,6 +22,7 @@ class AgentState:
     path: Path
     seq: dict[str, int] = field(default_factory=dict)
     files: dict[str, TailPosition] = field(default_factory=dict)
+    kmsg: KmsgPosition = field(default_factory=KmsgPosition)
 
     @classmethod
     def load(cls, path: Path) -> AgentState:
@@ -27,7 +30,7 @@ class AgentState:
             return cls(path)
         raw = json.loads(path.read_text())
         files = {k: TailPosition(**v) for k, v in raw.get("files", {}).items()}
-        return cls(path, dict(raw.get("seq", {})), files)
+        return cls(path, dict(raw.get("seq", {})), files, KmsgPosition(**raw.get("kmsg", {})))
 
     def next_seq(self, stream: str) -> int:
         n = self.seq.get(stream, 0)
@@ -35,7 +38,11 @@ class AgentState:
         return n
 
     def save(self) -> None:
-        data = {"seq": self.seq, "files": {k: {"inode": p.inode, "offset": p.offset} for k, p in self.files.items()}}
+        data = {
+            "seq": self.seq,
+            "files": {k: {"inode": p.inode, "offset": p.offset} for k, p in self.files.items()},
+            "kmsg": {"boot_id": self.kmsg.boot_id, "seq": self.kmsg.seq},
+        }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data))

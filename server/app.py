@@ -17,13 +17,15 @@ from gpuwatch.config import Settings
 from gpuwatch.protocol import GpuInfo
 from server.api.deps import Services
 from server.api.routes import health, ingest, read, runs
-from server.detections import HangChecker
+from server.detections import record
+from server.incidents.watch import SilenceWatch
 from server.store.db import make_engine, make_sessionmaker
 from server.store.migrate import check_schema
 from server.store.models import Gpu, Node
 from server.telemetry.exporter import IngestMetrics, MetricsExporter
 from server.telemetry.jobs import JobTracker
 from server.telemetry.latest import Telemetry
+from server.watchdog import Watchdog
 
 log = logging.getLogger("gpuwatch.server")
 
@@ -51,10 +53,14 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        checker = HangChecker(svc, settings.hang_check_s)
-        checker.start()
+        silence = SilenceWatch(svc)
+        watchdog = Watchdog(
+            [("hang", lambda: record(svc, svc.jobs.check_hangs())), ("silent node", silence.check)],
+            settings.hang_check_s,
+        )
+        watchdog.start()
         yield
-        checker.stop()
+        watchdog.stop()
 
     app = FastAPI(
         title="gpuwatch", version=__version__, description="GPU cluster observability and diagnosis", lifespan=lifespan

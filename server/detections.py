@@ -4,7 +4,6 @@ event of the blamed node (so it sits in the same timeline as that node's Xids an
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from datetime import UTC, datetime
 
@@ -40,27 +39,3 @@ def record(svc: Services, detections: list[Detection]) -> None:
                     data={"job": d.job, "ranks": list(d.ranks), **d.data},
                 )
             )
-
-
-class HangChecker:
-    """Asks the tracker for hung jobs every ``period_s`` on a thread of its own."""
-
-    def __init__(self, svc: Services, period_s: float) -> None:
-        self._svc = svc
-        self._period_s = period_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="hang-checker", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._period_s):
-            try:
-                record(self._svc, self._svc.jobs.check_hangs())
-            except Exception:  # a failed check must not end all future checks
-                log.exception("hang check failed")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuwatch.diagnosis.engine import CONFIDENT, diagnose_rules
-from gpuwatch.diagnosis.model import Diagnosis, LogSource
+from gpuwatch.diagnosis.model import Diagnosis, Evidence, LogSource
 
 if TYPE_CHECKING:
     from gpuwatch.diagnosis.llm import LlmAnalyser
@@ -22,6 +22,21 @@ def diagnose(sources: list[LogSource], llm: LlmAnalyser | None = None, rules_dir
     if llm is None or rules.confidence >= CONFIDENT:
         return rules
     return llm.analyse(sources, rules)
+
+
+def diagnose_silence(node: str, silent_s: float, timeout_s: float) -> Diagnosis:
+    """A node whose agent stopped reporting: `node_failure`, blamed on that node. No log can say more,
+    because the node that would have written it is the one that went away."""
+    text = f"no data from node {node} for {silent_s:.0f} s (node timeout {timeout_s:.0f} s)"
+    return Diagnosis(
+        reason="node_failure",
+        confidence=0.9,
+        source="rules",
+        evidence=(Evidence(file="agent-heartbeat", line=1, text=text),),
+        node=node,
+        explanation=f"The gpuwatch agent on {node} went silent: the node crashed, lost power or lost its network.",
+        rule_id="node-silent",
+    )
 
 
 def read_sources(paths: Iterable[Path]) -> list[LogSource]:

@@ -88,7 +88,7 @@ def _ruleset(user_dir: str | None) -> RuleSet:
 
     return RuleSet(
         load_rules(Path(user_dir) if user_dir else None),
-        extra_keywords=("traceback", "nvrm: xid", "root cause"),
+        extra_keywords=("traceback", "nvrm: xid", "nvml xid event", "root cause"),
     )
 
 

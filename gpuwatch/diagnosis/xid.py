@@ -24,8 +24,25 @@ XID_REASONS: dict[int, str] = {
 #: Xids an application causes (a bad kernel, a killed process): never blame the node for these.
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 69})
 
-XID_LINE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+)\b")
+#: The kernel driver's line, and the line the server writes for an Xid that NVML reported (xid_event_line).
+XID_LINE = re.compile(
+    r"(?:NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)\)|NVML Xid event \(GPU (?P<gpu>\d+)\)): (?P<xid>\d+)\b"
+)
 
 
 def xid_reason(xid: int) -> str | None:
     return XID_REASONS.get(xid)
+
+
+def xid_event_line(gpu: int | None, xid: int, message: str = "") -> str:
+    """An Xid event from NVML as a log line the rules read like the kernel's own NVRM line."""
+    return f"NVML Xid event (GPU {gpu if gpu is not None else '?'}): {xid}{', ' + message if message else ''}"
+
+
+def fatal_xid_in_line(text: str) -> int | None:
+    """The Xid code of a kernel or NVML Xid line when it means a hardware or link failure, else None."""
+    m = XID_LINE.search(text)
+    if m is None:
+        return None
+    code = int(m.group("xid"))
+    return code if code in XID_REASONS else None

@@ -1,29 +1,43 @@
-"""Opening an incident when a run fails, and diagnosing it from the logs the agents stored.
+"""Opening incidents and diagnosing them from what the agents stored.
 
-The diagnosis waits `incident_settle_s` after the exit so that log lines still in the agent's last
-batch arrive first, then reads the run's streams and the node's kernel log since the run started,
-and calls the same `gpuwatch.diagnosis.diagnose` as the CLI."""
+Three triggers open an incident: a run that ends non-zero (`run_failed`), a fatal Xid arriving from a
+node (`xid`, from NVML or an NVRM line in the kernel log) and a node whose agent went silent
+(`node_silent`). The diagnosis waits `incident_settle_s` so that log lines still in the agent's last
+batch arrive first, then reads the run's streams, the node's kernel log and its Xid events, and
+calls the same `gpuwatch.diagnosis.diagnose` as the CLI. A silent node cannot say anything more about
+itself: its diagnosis is `node_failure` straight away.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import threading
-from dataclasses import dataclass
-from datetime import timedelta
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from gpuwatch.diagnosis.diagnose import diagnose
+from gpuwatch.diagnosis.model import Diagnosis as Result
 from gpuwatch.diagnosis.model import LogSource
+from gpuwatch.diagnosis.xid import xid_event_line
 from server.api.deps import Services
 from server.store.db import transaction
-from server.store.models import Diagnosis, Incident, LogLineRow, Node, Run, utcnow
+from server.store.models import Diagnosis, EventRow, Incident, LogLineRow, Node, Run, utcnow
+
+if TYPE_CHECKING:
+    from gpuwatch.diagnosis.llm import LlmAnalyser
 
 log = logging.getLogger("gpuwatch.server.incidents")
 
 KERNEL_STREAM = "kernel"
+EVENTS_SOURCE = "nvml-events"
 MAX_LINES_PER_STREAM = 200_000
+LOOKBACK = timedelta(minutes=5)  # evidence this long before the run started (or the incident opened)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,15 +50,31 @@ class StreamExit:
     signal: int | None
 
 
-def open_incident(svc: Services, run_id: int, node_id: int, trigger: str, streams: list[StreamExit]) -> int:
+def open_incident(
+    svc: Services,
+    *,
+    node_id: int,
+    trigger: str,
+    run_id: int | None = None,
+    job_id: int | None = None,
+    streams: Sequence[StreamExit] = (),
+    result: Result | None = None,
+) -> int:
+    """Store a new incident and diagnose it on a timer thread (or at once, when ``result`` is given)."""
     with transaction(svc.sessions) as session:
-        run = session.get(Run, run_id)
-        assert run is not None
-        incident = Incident(job_id=run.job_id, run_id=run.id, node_id=node_id, trigger=trigger, state="open")
+        if run_id is not None:
+            run = session.get(Run, run_id)
+            assert run is not None
+            job_id = run.job_id
+        incident = Incident(job_id=job_id, run_id=run_id, node_id=node_id, trigger=trigger, state="open")
         session.add(incident)
         session.flush()
         incident_id = incident.id
-    timer = threading.Timer(svc.settings.incident_settle_s, _diagnose_safely, args=(svc, incident_id, streams))
+    svc.metrics.incidents.labels(trigger).inc()
+    if result is not None:
+        _store(svc, incident_id, result)
+        return incident_id
+    timer = threading.Timer(svc.settings.incident_settle_s, _diagnose_safely, args=(svc, incident_id, list(streams)))
     timer.daemon = True
     timer.start()
     return incident_id
@@ -57,39 +87,72 @@ def _diagnose_safely(svc: Services, incident_id: int, streams: list[StreamExit])
         log.exception("diagnosis of incident %d failed", incident_id)
 
 
-def diagnose_incident(svc: Services, incident_id: int, streams: list[StreamExit]) -> None:
+def diagnose_incident(svc: Services, incident_id: int, streams: Sequence[StreamExit]) -> Result:
+    """Gather the incident's evidence from the database, diagnose it, store and count the result."""
     with svc.sessions() as session:
         incident = session.get(Incident, incident_id)
-        assert incident is not None and incident.run_id is not None
-        run = session.get(Run, incident.run_id)
+        assert incident is not None and incident.node_id is not None
         node = session.get(Node, incident.node_id)
-        assert run is not None and node is not None
-        since = run.started_at - timedelta(minutes=5)
+        assert node is not None
+        run = session.get(Run, incident.run_id) if incident.run_id is not None else None
+        since = (run.started_at if run is not None else incident.opened_at) - LOOKBACK
         sources = []
         for s in [*streams, StreamExit(KERNEL_STREAM, None, None, None)]:
-            lines = session.scalars(
-                select(LogLineRow.text)
-                .where(LogLineRow.node_id == node.id, LogLineRow.stream == s.stream, LogLineRow.ts >= since)
-                .order_by(LogLineRow.seq)
-                .limit(MAX_LINES_PER_STREAM)
-            ).all()
+            lines = _stream_lines(session, node.id, s.stream, since)
             if lines or s.exit_code or s.signal:
                 sources.append(
                     LogSource(
                         file=s.stream,
-                        lines=list(lines),
+                        lines=lines,
                         node=node.name,
                         rank=s.rank,
                         exit_code=s.exit_code,
                         signal=s.signal,
                     )
                 )
-    llm = None
-    if os.environ.get("GPUWATCH_LLM_BASE_URL"):
-        from gpuwatch.diagnosis.llm import LlmAnalyser
+        xid_lines = _xid_event_lines(session, node.id, since)
+        if xid_lines:
+            sources.append(LogSource(file=EVENTS_SOURCE, lines=xid_lines, node=node.name))
+        node_name = node.name
+    result = diagnose(sources, llm=_llm())
+    if result.node is None:
+        result = replace(result, node=node_name)
+    _store(svc, incident_id, result)
+    return result
 
-        llm = LlmAnalyser.from_env(os.environ)
-    result = diagnose(sources, llm=llm)
+
+def _stream_lines(session: Session, node_id: int, stream: str, since: datetime) -> list[str]:
+    return list(
+        session.scalars(
+            select(LogLineRow.text)
+            .where(LogLineRow.node_id == node_id, LogLineRow.stream == stream, LogLineRow.ts >= since)
+            .order_by(LogLineRow.seq)
+            .limit(MAX_LINES_PER_STREAM)
+        ).all()
+    )
+
+
+def _xid_event_lines(session: Session, node_id: int, since: datetime) -> list[str]:
+    """The node's Xid events (from NVML) as lines, for agents that do not follow the kernel log."""
+    rows = session.scalars(
+        select(EventRow)
+        .where(EventRow.node_id == node_id, EventRow.kind == "xid", EventRow.ts >= since)
+        .order_by(EventRow.ts)
+        .limit(10_000)
+    ).all()
+    return [xid_event_line(r.gpu_index, int(r.data.get("xid", 0)), r.message) for r in rows if r.data.get("xid")]
+
+
+def _llm() -> LlmAnalyser | None:
+    """The analyser when GPUWATCH_LLM_BASE_URL is set (imported only then)."""
+    if not os.environ.get("GPUWATCH_LLM_BASE_URL"):
+        return None
+    from gpuwatch.diagnosis.llm import LlmAnalyser
+
+    return LlmAnalyser.from_env(os.environ)
+
+
+def _store(svc: Services, incident_id: int, result: Result) -> None:
     with transaction(svc.sessions) as session:
         session.add(
             Diagnosis(
@@ -99,7 +162,7 @@ def diagnose_incident(svc: Services, incident_id: int, streams: list[StreamExit]
                 action=result.action,
                 confidence=result.confidence,
                 source=result.source,
-                node_name=result.node or node.name,
+                node_name=result.node,
                 rank=result.rank,
                 evidence=[{"file": e.file, "line": e.line, "text": e.text} for e in result.evidence],
                 explanation=result.explanation,
@@ -109,7 +172,7 @@ def diagnose_incident(svc: Services, incident_id: int, streams: list[StreamExit]
         assert incident_row is not None
         incident_row.state = "diagnosed"
     svc.metrics.failures.labels(result.reason, result.category).inc()
-    log.warning("incident %d: %s on %s (%s)", incident_id, result.reason, result.node or node.name, result.source)
+    log.warning("incident %d: %s on %s (%s)", incident_id, result.reason, result.node, result.source)
 
 
 def mark_exit(run: Run, exit_code: int | None, signal: int | None) -> bool:

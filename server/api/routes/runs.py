@@ -78,7 +78,11 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
             state = run.state
         streams = [StreamExit(s, None, body.exit_code, body.signal) for s in body.streams]
         streams += [StreamExit(r.stream, r.rank, r.exit_code, r.signal) for r in body.ranks if r.stream]
-        incident_id = open_incident(svc, run_id, node.id, "run_failed", streams) if failed else None
+        incident_id = (
+            open_incident(svc, node_id=node.id, trigger="run_failed", run_id=run_id, streams=streams)
+            if failed
+            else None
+        )
         return RunEnded(run_id=run_id, state=state, incident_id=incident_id)
 
     return await run_in_threadpool(work)
