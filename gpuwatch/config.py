@@ -53,6 +53,15 @@ class Settings(BaseSettings):
     hang_check_s: float = Field(default=1.0, gt=0, description="how often jobs are checked for hangs")
     max_rank_series: int = Field(default=64, ge=1, description="jobs with more ranks export job-level series only")
 
+    # notifications (server/NOTIFY.md); the URLs carry secrets: set them by environment or notify_url_file
+    public_url: str | None = Field(default=None, description="this server's URL for links; default http://host:port")
+    notify_webhook_urls: list[str] = Field(default_factory=list, description="generic JSON webhooks (a JSON list)")
+    notify_slack_urls: list[str] = Field(default_factory=list, description="Slack-compatible incoming webhooks")
+    notify_url_file: Path | None = Field(default=None, description="more URLs, one a line (a mounted secret)")
+    notify_timeout_s: float = Field(default=5.0, gt=0, description="per request")
+    notify_retries: int = Field(default=3, ge=0, description="retries after a timeout, connection error, 5xx or 429")
+    notify_backoff_s: float = Field(default=1.0, ge=0, description="first wait between retries, doubled each time")
+
     # agent
     server_url: str = "http://127.0.0.1:8600"
     token: str | None = None
@@ -65,8 +74,11 @@ class Settings(BaseSettings):
     spool_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
     backoff_max_s: float = Field(default=30.0, gt=0, description="longest wait between retries")
     log_files: list[Path] = Field(default_factory=list, description="job logs the agent tails")
-    kernel_log: Path | None = Field(default=None, description="kernel log file to follow (stream 'kernel')")
+    kernel_log: Path | None = Field(
+        default=None, description="/dev/kmsg, or a file of kernel lines, to follow (stream 'kernel')"
+    )
     incident_settle_s: float = Field(default=1.0, ge=0, description="wait for in-flight logs before diagnosing")
+    incident_dedupe_s: float = Field(default=600.0, ge=0, description="one Xid incident per node in this window")
     simulate: int = Field(default=0, ge=0, le=64, description="simulated GPUs instead of NVML")
     client_port: int = Field(default=8601, ge=0, le=65535, description="loopback port for training clients")
     sysfs_root: Path = Field(default=Path("/sys"), description="where InfiniBand counters are read from")
