@@ -90,7 +90,12 @@ def test_failed_run_is_diagnosed_from_streamed_logs_within_two_seconds(tmp_path:
             "gpu-node-07",
         )
         assert {"file": "kernel", "line": 2, "text": KERNEL_LINE} in d["evidence"]
-        assert incident["run_id"] == run["id"] and incident["state"] == "diagnosed"
+        assert incident["run_id"] == run["id"] and incident["node"] == "gpu-node-07"
+        decided = wait_until(
+            lambda: httpx.get(f"{base}/api/v1/runs/{run['id']}/decision", params={"wait": 2}).json()["decision"],
+            what="the recovery decision",
+        )
+        assert (decided["outcome"], decided["exclude_nodes"]) == ("restart_exclude_node", ["gpu-node-07"])
         families = {f.name: f for f in text_string_to_metric_families(httpx.get(f"{base}/metrics").text)}
         failures = {
             (s.labels["reason"], s.labels["category"]): s.value

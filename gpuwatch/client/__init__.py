@@ -18,6 +18,9 @@ Public names:
 - :func:`configure` — overrides the job, rank, agent URL or hang timeout found in the environment.
 - :func:`stats` — how many steps were sent, dropped and are still buffered.
 
+Checkpoints and preemption (:mod:`gpuwatch.client.checkpoint`): :func:`resume_path`,
+:func:`checkpoint_saved`, :func:`install_preemption_handler` and :func:`preemption_point`.
+
 ``gpuwatch.client.torch.instrument()`` times ``torch.distributed`` collectives and DDP's gradient
 all-reduce without changes to the model code.
 
@@ -39,9 +42,27 @@ from time import perf_counter
 from types import TracebackType
 from typing import Any, TypeVar
 
+from gpuwatch.client.checkpoint import (
+    checkpoint_saved,
+    install_preemption_handler,
+    preemption_point,
+    preemption_requested,
+    resume_path,
+)
 from gpuwatch.client.reporter import Reporter
 
-__all__ = ["collective", "configure", "record_collective", "stats", "step"]
+__all__ = [
+    "checkpoint_saved",
+    "collective",
+    "configure",
+    "install_preemption_handler",
+    "preemption_point",
+    "preemption_requested",
+    "record_collective",
+    "resume_path",
+    "stats",
+    "step",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 

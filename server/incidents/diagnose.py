@@ -16,7 +16,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -25,7 +25,9 @@ from gpuwatch.diagnosis.diagnose import diagnose
 from gpuwatch.diagnosis.model import Diagnosis as Result
 from gpuwatch.diagnosis.model import LogSource
 from gpuwatch.diagnosis.xid import xid_event_line
+from gpuwatch.recovery import Decision
 from server.api.deps import Services
+from server.incidents import recover
 from server.store.db import transaction
 from server.store.models import Diagnosis, EventRow, Incident, LogLineRow, Node, Run, utcnow
 
@@ -59,8 +61,12 @@ def open_incident(
     job_id: int | None = None,
     streams: Sequence[StreamExit] = (),
     result: Result | None = None,
+    checkpoint: dict[str, Any] | None = None,
+    local: tuple[Decision, bool] | None = None,
 ) -> int:
-    """Store a new incident and diagnose it on a timer thread (or at once, when ``result`` is given)."""
+    """Store a new incident and diagnose it on a timer thread (or at once, when ``result`` is given),
+    then decide about the run (or record ``local``: the supervisor's own decision and whether it
+    restarted), or exclude the node a node-level incident blames."""
     with transaction(svc.sessions) as session:
         if run_id is not None:
             run = session.get(Run, run_id)
@@ -73,18 +79,43 @@ def open_incident(
     svc.metrics.incidents.labels(trigger).inc()
     if result is not None:
         _store(svc, incident_id, result)
+        _recover(svc, incident_id, run_id, result, checkpoint, local)
         return incident_id
-    timer = threading.Timer(svc.settings.incident_settle_s, _diagnose_safely, args=(svc, incident_id, list(streams)))
+    timer = threading.Timer(
+        svc.settings.incident_settle_s, _diagnose_safely, args=(svc, incident_id, list(streams), checkpoint)
+    )
     timer.daemon = True
     timer.start()
     return incident_id
 
 
-def _diagnose_safely(svc: Services, incident_id: int, streams: list[StreamExit]) -> None:
+def _diagnose_safely(
+    svc: Services, incident_id: int, streams: list[StreamExit], checkpoint: dict[str, Any] | None
+) -> None:
     try:
-        diagnose_incident(svc, incident_id, streams)
+        result = diagnose_incident(svc, incident_id, streams)
+        with svc.sessions() as session:
+            incident = session.get(Incident, incident_id)
+            run_id = incident.run_id if incident is not None else None
+        _recover(svc, incident_id, run_id, result, checkpoint, None)
     except Exception:  # a failed diagnosis leaves the incident open, and says why in the log
         log.exception("diagnosis of incident %d failed", incident_id)
+
+
+def _recover(
+    svc: Services,
+    incident_id: int,
+    run_id: int | None,
+    result: Result,
+    checkpoint: dict[str, Any] | None,
+    local: tuple[Decision, bool] | None,
+) -> None:
+    if run_id is None:
+        recover.exclude_for_incident(svc, incident_id, result)
+    elif local is not None:
+        recover.record_local(svc, incident_id, local[0], checkpoint, local[1])
+    else:
+        recover.decide_for_run(svc, incident_id, result, checkpoint)
 
 
 def diagnose_incident(svc: Services, incident_id: int, streams: Sequence[StreamExit]) -> Result:
@@ -171,7 +202,9 @@ def _store(svc: Services, incident_id: int, result: Result) -> None:
         incident_row = session.get(Incident, incident_id)
         assert incident_row is not None
         incident_row.state = "diagnosed"
-    svc.metrics.failures.labels(result.reason, result.category).inc()
+        run_failure = incident_row.run_id is not None
+    if run_failure:  # failures of jobs; node-level incidents are counted by gpuwatch_incidents_total
+        svc.metrics.failures.labels(result.reason, result.category).inc()
     log.warning("incident %d: %s on %s (%s)", incident_id, result.reason, result.node, result.source)
 
 

@@ -132,6 +132,7 @@ class Job(Base):
     world_size: Mapped[int | None] = mapped_column(Integer)
     checkpoint_dir: Mapped[str | None] = mapped_column(Text)
     hang_timeout_s: Mapped[float | None] = mapped_column(Float)
+    policy: Mapped[dict[str, Any] | None] = mapped_column(JSON, doc="recovery policy overrides for this job")
     state: Mapped[str] = mapped_column(String(32), default="pending")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
@@ -153,6 +154,8 @@ class Run(Base):
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     exit_code: Mapped[int | None] = mapped_column(Integer)
     signal: Mapped[int | None] = mapped_column(Integer)
+    key: Mapped[str | None] = mapped_column(String(64), unique=True, doc="the supervisor's id for the run")
+    node_id: Mapped[int | None] = mapped_column(ForeignKey("nodes.id", ondelete="SET NULL"))
 
 
 class JobRank(Base):
@@ -256,11 +259,37 @@ class Action(Base):
     job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
     kind: Mapped[str] = mapped_column(String(64))
     executor: Mapped[str | None] = mapped_column(String(32))
+    actor: Mapped[str] = mapped_column(String(64), server_default="server", doc="who acted: server or supervisor")
     params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     status: Mapped[str] = mapped_column(String(32), default="pending")
     detail: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Exclusion(Base):
+    """A node kept out of restarts until ``expires_at`` (or until released by hand)."""
+
+    __tablename__ = "exclusions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_name: Mapped[str] = mapped_column(String(255), index=True)
+    reason: Mapped[str] = mapped_column(String(64))
+    incident_id: Mapped[int | None] = mapped_column(ForeignKey("incidents.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    released_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Flag(Base):
+    """Cluster-wide switches, e.g. ``recovery_paused``."""
+
+    __tablename__ = "flags"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[bool] = mapped_column(Boolean, default=False)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    updated_by: Mapped[str | None] = mapped_column(String(255))
 
 
 class GpuRollup(Base):

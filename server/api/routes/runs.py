@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request
+import asyncio
+import time
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 from starlette.concurrency import run_in_threadpool
 
+from gpuwatch.recovery.settings import policy_config
 from server.api.body import read_model
 from server.api.deps import NodeDep, ServicesDep, SessionDep
+from server.incidents.codec import decision_from_json, diagnosis_from_json
 from server.incidents.diagnose import StreamExit, mark_exit, open_incident
 from server.store.db import transaction
 from server.store.jobs import job_ids
-from server.store.models import Diagnosis, Incident, Run
+from server.store.models import Action, Diagnosis, Incident, Job, Node, Run, utcnow
 
 router = APIRouter(prefix="/api/v1", tags=["runs"])
 
@@ -20,6 +27,12 @@ router = APIRouter(prefix="/api/v1", tags=["runs"])
 class RunStart(BaseModel):
     job: str = Field(min_length=1, max_length=255)
     command: str | None = Field(default=None, max_length=10_000)
+    key: str | None = Field(
+        default=None, min_length=1, max_length=64, description="the supervisor's id: a repeated start is the same run"
+    )
+    restart_of: int | None = Field(default=None, description="the failed run this one restarts")
+    resume_from: str | None = Field(default=None, max_length=4096, description="the checkpoint it resumes from")
+    policy: dict[str, Any] | None = Field(default=None, description="recovery policy overrides for the job")
 
 
 class RankExit(BaseModel):
@@ -29,11 +42,20 @@ class RankExit(BaseModel):
     stream: str | None = Field(default=None, max_length=255, description="the rank's own log stream, if apart")
 
 
+class CheckpointRef(BaseModel):
+    path: str = Field(max_length=4096)
+    step: int | None = Field(default=None, ge=0)
+
+
 class RunExit(BaseModel):
     exit_code: int | None = None
     signal: int | None = Field(default=None, ge=1, le=64)
     streams: list[str] = Field(default_factory=list, max_length=1024, description="the run's log streams")
     ranks: list[RankExit] = Field(default_factory=list, max_length=100_000, description="how each rank ended")
+    checkpoint: CheckpointRef | None = Field(default=None, description="the latest valid checkpoint at the exit")
+    diagnosis: dict[str, Any] | None = Field(default=None, description="supervisor's own diagnosis (server away)")
+    decision: dict[str, Any] | None = Field(default=None, description="supervisor's own decision (server away)")
+    restarted: bool = Field(default=False, description="the supervisor already restarted the job")
 
 
 class RunStarted(BaseModel):
@@ -49,43 +71,131 @@ class RunEnded(BaseModel):
 
 
 @router.post("/runs", response_model=RunStarted, status_code=201)
-async def start_run(request: Request, node: NodeDep, svc: ServicesDep) -> RunStarted:
+async def start_run(request: Request, response: Response, node: NodeDep, svc: ServicesDep) -> RunStarted:
+    """Register a run. With a ``key`` seen before, the same run is returned (200), so a supervisor
+    replaying its outbox after an outage creates nothing twice."""
     body = await read_model(request, RunStart, svc.settings.max_body_bytes)
+    if body.policy is not None:
+        try:
+            policy_config(svc.settings, body.policy)
+        except (TypeError, ValueError) as exc:
+            raise HTTPException(422, f"policy: {exc}") from None
 
-    def work() -> RunStarted:
+    def work() -> tuple[RunStarted, bool]:
         with transaction(svc.sessions) as session:
+            if body.key is not None and (run := session.scalar(select(Run).where(Run.key == body.key))):
+                return RunStarted(id=run.id, job_id=run.job_id, attempt=run.attempt), False
             job_id = job_ids(session, {body.job}, [])[body.job]
+            if body.policy is not None:
+                job = session.get(Job, job_id)
+                assert job is not None
+                job.policy = body.policy
             attempt = (session.scalar(select(func.max(Run.attempt)).where(Run.job_id == job_id)) or 0) + 1
-            run = Run(job_id=job_id, attempt=attempt, state="running", command=body.command)
+            run = Run(
+                job_id=job_id,
+                attempt=attempt,
+                state="running",
+                command=body.command,
+                key=body.key,
+                node_id=node.id,
+                resume_from=body.resume_from,
+            )
             session.add(run)
             session.flush()
-            return RunStarted(id=run.id, job_id=job_id, attempt=attempt)
+            if body.restart_of is not None:  # the pending restart of the failed run is now done
+                for action in session.scalars(
+                    select(Action).where(Action.kind == "restart", Action.status == "pending", Action.job_id == job_id)
+                ):
+                    if action.params.get("run_id") == body.restart_of:
+                        action.status, action.finished_at = "done", utcnow()
+                        action.params = {**action.params, "new_run_id": run.id, "resume_from": body.resume_from}
+            return RunStarted(id=run.id, job_id=job_id, attempt=attempt), True
 
-    return await run_in_threadpool(work)
+    started, created = await run_in_threadpool(work)
+    response.status_code = 201 if created else 200
+    return started
 
 
 @router.post("/runs/{run_id}/exit", response_model=RunEnded, status_code=202)
 async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDep) -> RunEnded:
-    """Record the exit; a failed run opens an incident, diagnosed once the last logs have arrived."""
+    """Record the exit; a failed run opens an incident, diagnosed once the last logs have arrived and
+    then decided on. A supervisor that decided by itself while the server was away sends its
+    ``diagnosis`` and ``decision``, which are recorded as they were. A repeated exit changes nothing."""
     body = await read_model(request, RunExit, svc.settings.max_body_bytes)
+    local = None
+    if body.decision is not None or body.diagnosis is not None:
+        try:
+            local = (diagnosis_from_json(body.diagnosis or {}), decision_from_json(body.decision or {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HTTPException(422, f"diagnosis/decision: {exc}") from None
 
     def work() -> RunEnded:
         with transaction(svc.sessions) as session:
             run = session.get(Run, run_id)
             if run is None:
                 raise HTTPException(404, f"no run {run_id}")
+            if run.ended_at is not None:  # a replay: report what was recorded the first time
+                incident = session.scalar(select(Incident.id).where(Incident.run_id == run_id))
+                return RunEnded(run_id=run_id, state=run.state, incident_id=incident)
             failed = mark_exit(run, body.exit_code, body.signal)
             state = run.state
         streams = [StreamExit(s, None, body.exit_code, body.signal) for s in body.streams]
         streams += [StreamExit(r.stream, r.rank, r.exit_code, r.signal) for r in body.ranks if r.stream]
-        incident_id = (
-            open_incident(svc, node_id=node.id, trigger="run_failed", run_id=run_id, streams=streams)
-            if failed
-            else None
+        if not failed:
+            return RunEnded(run_id=run_id, state=state, incident_id=None)
+        checkpoint = body.checkpoint.model_dump() if body.checkpoint else None
+        incident_id = open_incident(
+            svc,
+            node_id=node.id,
+            trigger="run_failed",
+            run_id=run_id,
+            streams=streams,
+            checkpoint=checkpoint,
+            result=local[0] if local else None,
+            local=(local[1], body.restarted) if local else None,
         )
         return RunEnded(run_id=run_id, state=state, incident_id=incident_id)
 
     return await run_in_threadpool(work)
+
+
+class DecisionOut(BaseModel):
+    state: str = Field(description="pending (not decided yet), decided, or none (the run did not fail)")
+    run_id: int
+    incident_id: int | None = None
+    decision: dict[str, Any] | None = None
+    actor: str | None = None
+
+
+@router.get("/runs/{run_id}/decision", response_model=DecisionOut)
+async def run_decision(
+    run_id: int, svc: ServicesDep, wait: Annotated[float, Query(ge=0, le=30, description="long-poll, seconds")] = 0
+) -> DecisionOut:
+    """The recovery decision about a failed run; with ``wait``, held until there is one (or the wait ends)."""
+    deadline = time.monotonic() + wait
+
+    def look() -> DecisionOut:
+        with svc.sessions() as session:
+            run = session.get(Run, run_id)
+            if run is None:
+                raise HTTPException(404, f"no run {run_id}")
+            incident = session.scalar(select(Incident).where(Incident.run_id == run_id))
+            if incident is None:
+                return DecisionOut(state="none" if run.state == "succeeded" else "pending", run_id=run_id)
+            action = session.scalar(
+                select(Action).where(Action.incident_id == incident.id, Action.kind == "decision").order_by(Action.id)
+            )
+            if action is None:
+                return DecisionOut(state="pending", run_id=run_id, incident_id=incident.id)
+            return DecisionOut(
+                state="decided", run_id=run_id, incident_id=incident.id, decision=action.params, actor=action.actor
+            )
+
+    while True:
+        out = await run_in_threadpool(look)
+        if out.state != "pending" or time.monotonic() >= deadline:
+            return out
+        await asyncio.sleep(0.02)
 
 
 class DiagnosisOut(BaseModel):
@@ -100,13 +210,28 @@ class DiagnosisOut(BaseModel):
     explanation: str | None
 
 
+class ActionOut(BaseModel):
+    id: int
+    kind: str = Field(description="decision, exclude_node, restart")
+    actor: str = Field(description="who acted: server, or supervisor (when the server was away)")
+    executor: str | None
+    status: str
+    params: dict[str, Any]
+    detail: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
 class IncidentOut(BaseModel):
     id: int
     job_id: int | None
     run_id: int | None
+    node: str | None
     trigger: str
     state: str
+    opened_at: datetime
     diagnosis: DiagnosisOut | None
+    actions: list[ActionOut]
 
 
 def _incident_out(session: SessionDep, incident: Incident) -> IncidentOut:
@@ -126,13 +251,31 @@ def _incident_out(session: SessionDep, incident: Incident) -> IncidentOut:
             explanation=d.explanation,
         )
     )
+    actions = session.scalars(select(Action).where(Action.incident_id == incident.id).order_by(Action.id))
+    node = session.get(Node, incident.node_id) if incident.node_id is not None else None
     return IncidentOut(
         id=incident.id,
         job_id=incident.job_id,
         run_id=incident.run_id,
+        node=node.name if node else None,
         trigger=incident.trigger,
         state=incident.state,
+        opened_at=incident.opened_at,
         diagnosis=diagnosis,
+        actions=[
+            ActionOut(
+                id=a.id,
+                kind=a.kind,
+                actor=a.actor,
+                executor=a.executor,
+                status=a.status,
+                params=a.params,
+                detail=a.detail,
+                created_at=a.created_at,
+                finished_at=a.finished_at,
+            )
+            for a in actions
+        ],
     )
 
 
