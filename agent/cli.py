@@ -54,6 +54,60 @@ def register(app: typer.Typer) -> None:
         )
         raise typer.Exit(run_agent(settings))
 
+    @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    def run(
+        command: Annotated[list[str], typer.Argument(help="the command to supervise, after --")],
+        job: Annotated[str | None, typer.Option(help="job name (default: the command's name)")] = None,
+        checkpoint_dir: Annotated[Path | None, typer.Option(help="where the job writes checkpoints")] = None,
+        max_restarts: Annotated[int | None, typer.Option(help="restarts in all before giving up")] = None,
+        grace: Annotated[float, typer.Option(help="seconds after SIGTERM for an emergency checkpoint")] = 30.0,
+        decision_timeout: Annotated[float, typer.Option(help="seconds to wait for the server's decision")] = 30.0,
+        policy: Annotated[
+            list[str] | None, typer.Option("--policy", help="KEY=VALUE recovery policy override (repeatable)")
+        ] = None,
+        server: Annotated[str | None, typer.Option("--server", help="server URL")] = None,
+        token: Annotated[str | None, typer.Option(help="this node's bearer token")] = None,
+        token_file: Annotated[Path | None, typer.Option(help="read the token from this file")] = None,
+        node: Annotated[str | None, typer.Option(help="node name (default: short hostname)")] = None,
+        config: ConfigOpt = None,
+        data_dir: DataDirOpt = None,
+    ) -> None:
+        """Run a training command; restart it from its latest valid checkpoint when it fails and can be helped.
+
+        Example: gpuwatch run --job llama --checkpoint-dir /ckpt -- torchrun --nproc-per-node 8 train.py
+        --resume {checkpoint}
+        """
+        import signal
+
+        from agent.supervisor import Options, Supervisor
+
+        settings = settings_for(
+            config, data_dir=data_dir, server_url=server, token=token, token_file=token_file, node=node
+        )
+        overrides: dict[str, object] = {}
+        for item in policy or []:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise typer.BadParameter(f"--policy {item!r}: expected KEY=VALUE")
+            overrides[key] = _policy_value(value)
+        if max_restarts is not None:
+            overrides["max_restarts"] = max_restarts
+        options = Options(
+            job=job or Path(command[0]).name,
+            command=list(command),
+            checkpoint_dir=checkpoint_dir,
+            grace_s=grace,
+            decision_timeout_s=decision_timeout,
+            policy=overrides,
+        )
+        try:
+            supervisor = Supervisor(settings, options)
+        except (TypeError, ValueError) as exc:
+            raise typer.BadParameter(str(exc)) from None
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: supervisor.terminate())
+        raise typer.Exit(supervisor.run())
+
     @app.command()
     def inject(
         node: Annotated[str, typer.Argument(help="node name of a running simulated agent")],
@@ -75,3 +129,13 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
         typer.echo(f"injected {fault} {params or ''} into {node} GPU {gpu} ({path})")
+
+
+def _policy_value(text: str) -> object:
+    """`--policy` values: JSON where it parses (numbers, true/false, {"reason": "action"}), else the text."""
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

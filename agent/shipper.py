@@ -73,8 +73,8 @@ class Shipper:
         self,
         client: ServerClient,
         spool: Spool,
-        registration: Callable[[], RegisterRequest],
-        heartbeat_s: float = 10.0,
+        registration: Callable[[], RegisterRequest] | None,
+        heartbeat_s: float | None = 10.0,
         backoff: Backoff | None = None,
     ) -> None:
         self.client = client
@@ -82,7 +82,7 @@ class Shipper:
         self._registration = registration
         self._heartbeat_s = heartbeat_s
         self.backoff = backoff or Backoff()
-        self.registered = False
+        self.registered = registration is None  # the supervisor ships log lines only: no registration
         self.sent_batches = 0
         self.wakeup = threading.Event()
         self._last_beat = 0.0
@@ -127,6 +127,7 @@ class Shipper:
         return 0.0
 
     def _register(self) -> None:
+        assert self._registration is not None
         resp = self.client.register(self._registration())
         _check(resp, "registration")
         self.registered = True
@@ -143,7 +144,7 @@ class Shipper:
 
     def _maybe_heartbeat(self) -> None:
         now = time.time()
-        if now - self._last_beat < self._heartbeat_s:
+        if self._heartbeat_s is None or now - self._last_beat < self._heartbeat_s:
             return
         files, size = self.spool.stats()
         beat = Heartbeat(ts=now, spool_files=files, spool_bytes=size, dropped=self.spool.dropped_snapshot())

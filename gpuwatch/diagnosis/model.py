@@ -53,6 +53,20 @@ class Diagnosis:
     def action(self) -> str:
         return info(self.reason).action
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Diagnosis:
+        """A diagnosis from its `to_json()`; KeyError/TypeError/ValueError when malformed or off-taxonomy."""
+        return cls(
+            reason=str(data["reason"]),
+            confidence=float(data.get("confidence", 0.0)),
+            source=str(data.get("source", "rules")),
+            evidence=tuple(Evidence(str(e["file"]), int(e["line"]), str(e["text"])) for e in data.get("evidence", ())),
+            node=data.get("node"),
+            rank=data.get("rank"),
+            explanation=str(data.get("explanation") or ""),
+            rule_id=data.get("rule"),
+        )
+
     def to_json(self) -> dict[str, Any]:
         """The stable shape of DESIGN.md (`gpuwatch diagnose --format json`), plus explanation fields."""
         return {

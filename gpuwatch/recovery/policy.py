@@ -132,6 +132,28 @@ class Decision:
             return "restart_exclude_node" if self.exclude_nodes else "restart"
         return "notify" if self.rule in _NOTIFY_RULES else "stop"
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Decision:
+        """A decision from its `to_json()` (sent by a supervisor, or by the server to one).
+        KeyError, TypeError or ValueError on a malformed object or a reason outside the taxonomy."""
+        reason = str(data["reason"])
+        if reason not in REASONS:
+            raise ValueError(f"{reason!r} is not a reason of the taxonomy")
+        return cls(
+            reason=reason,
+            action=str(data["action"]),
+            rule=str(data["rule"]),
+            restart=bool(data["restart"]),
+            delay_s=float(data.get("delay_s", 0.0)),
+            exclude_nodes=tuple(str(n) for n in data.get("exclude_nodes", ())),
+            alert=bool(data.get("alert", False)),
+            why=str(data.get("why", "")),
+            dry_run=bool(data.get("dry_run", False)),
+            checkpoint_step=data.get("checkpoint_step"),
+            node=data.get("node"),
+            at=float(data["at"]),
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "reason": self.reason,

@@ -65,6 +65,9 @@ def main() -> None:
         start = state["step"]
         print(f"rank {rank}: resumed from {resume} at step {start}", flush=True)
     step = start
+    if rank == 0:
+        with open(args.out / "attempts.log", "a") as f:
+            f.write(f"start={start} resume={resume or ''} exclude={os.environ.get('GPUWATCH_EXCLUDE_NODES', '')}\n")
 
     def emergency() -> str | None:
         if rank != 0:

@@ -12,10 +12,11 @@ from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 from starlette.concurrency import run_in_threadpool
 
+from gpuwatch.diagnosis.model import Diagnosis as Diagnosis_
+from gpuwatch.recovery import Decision
 from gpuwatch.recovery.settings import policy_config
 from server.api.body import read_model
 from server.api.deps import NodeDep, ServicesDep, SessionDep
-from server.incidents.codec import decision_from_json, diagnosis_from_json
 from server.incidents.diagnose import StreamExit, mark_exit, open_incident
 from server.store.db import transaction
 from server.store.jobs import job_ids
@@ -30,7 +31,7 @@ class RunStart(BaseModel):
     key: str | None = Field(
         default=None, min_length=1, max_length=64, description="the supervisor's id: a repeated start is the same run"
     )
-    restart_of: int | None = Field(default=None, description="the failed run this one restarts")
+    restart_of: str | None = Field(default=None, max_length=64, description="key of the failed run it restarts")
     resume_from: str | None = Field(default=None, max_length=4096, description="the checkpoint it resumes from")
     policy: dict[str, Any] | None = Field(default=None, description="recovery policy overrides for the job")
 
@@ -102,11 +103,12 @@ async def start_run(request: Request, response: Response, node: NodeDep, svc: Se
             )
             session.add(run)
             session.flush()
-            if body.restart_of is not None:  # the pending restart of the failed run is now done
+            failed = session.scalar(select(Run.id).where(Run.key == body.restart_of)) if body.restart_of else None
+            if failed is not None:  # the pending restart of the failed run is now done
                 for action in session.scalars(
                     select(Action).where(Action.kind == "restart", Action.status == "pending", Action.job_id == job_id)
                 ):
-                    if action.params.get("run_id") == body.restart_of:
+                    if action.params.get("run_id") == failed:
                         action.status, action.finished_at = "done", utcnow()
                         action.params = {**action.params, "new_run_id": run.id, "resume_from": body.resume_from}
             return RunStarted(id=run.id, job_id=job_id, attempt=attempt), True
@@ -125,7 +127,7 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
     local = None
     if body.decision is not None or body.diagnosis is not None:
         try:
-            local = (diagnosis_from_json(body.diagnosis or {}), decision_from_json(body.decision or {}))
+            local = (Diagnosis_.from_json(body.diagnosis or {}), Decision.from_json(body.decision or {}))
         except (KeyError, TypeError, ValueError) as exc:
             raise HTTPException(422, f"diagnosis/decision: {exc}") from None
 

@@ -1,0 +1,408 @@
+"""`gpuwatch run -- CMD`: launch a training job, stream its output, report how it ended, and restart it
+from its latest valid checkpoint when the recovery policy says so (the local executor).
+
+Each attempt is a run with a key of the supervisor's own (``<job>-<random>``). Its stdout and stderr
+go line by line to the server as log streams ``run/<key>/stdout|stderr`` through the agent's spool
+and shipper, so an unreachable server only delays them. When the command exits non-zero the
+supervisor waits until its lines are delivered, reports the exit with the latest valid checkpoint,
+and asks the server for the decision. If the server cannot be reached (or does not decide within
+`decision_timeout_s`), the supervisor diagnoses the lines it kept and decides with the same
+`gpuwatch.diagnosis` and `gpuwatch.recovery` code over its own history; that run, its diagnosis and
+its decision wait in an outbox on disk and are recorded by the server when it is back.
+
+SIGTERM or SIGINT to the supervisor goes to the whole process group of the job; after `grace_s` for
+an emergency checkpoint the group is killed. A supervisor told to stop does not restart anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+from agent.shipper import Backoff, ServerClient, Shipper
+from agent.spool import Spool
+from gpuwatch import __version__
+from gpuwatch.client.checkpoint import CHECKPOINT_LOG_ENV, RESUME_ENV
+from gpuwatch.config import Settings
+from gpuwatch.diagnosis.diagnose import diagnose
+from gpuwatch.diagnosis.model import LogSource
+from gpuwatch.protocol import Batch, LogLine
+from gpuwatch.recovery import Attempt, Checkpoint, Decision, decide, latest_valid, validate
+from gpuwatch.recovery.settings import policy_config
+
+log = logging.getLogger("gpuwatch.supervisor")
+
+EXCLUDE_ENV = "GPUWATCH_EXCLUDE_NODES"
+KEPT_LINES = 50_000  # per stream, for a local diagnosis when the server is away
+
+
+@dataclass(slots=True)
+class Options:
+    job: str
+    command: list[str]
+    checkpoint_dir: Path | None = None
+    grace_s: float = 30.0
+    decision_timeout_s: float = 30.0
+    policy: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Exit:
+    code: int | None
+    signal: int | None
+    at: float = field(default_factory=time.monotonic)  # when the exit was seen
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.signal) or self.code not in (0, None)
+
+
+class Api:
+    """The supervisor's calls to the server; None when the server cannot be reached or refuses."""
+
+    def __init__(self, base_url: str, token: str) -> None:
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            headers={"Authorization": f"Bearer {token}", "User-Agent": f"gpuwatch-supervisor/{__version__}"},
+            timeout=10.0,
+        )
+
+    def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any] | None:
+        try:
+            resp = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            log.warning("server unreachable (%s %s: %s)", method, path, exc)
+            return None
+        if resp.status_code >= 300:
+            log.warning("server refused %s %s: HTTP %d %s", method, path, resp.status_code, resp.text[:300])
+            return None
+        return resp.json()
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class Outbox:
+    """Runs whose start or exit the server has not acknowledged, kept on disk in order (JSON lines)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def add(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as f:
+                f.write(json.dumps(record) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._read())
+
+    def deliver(self, api: Api) -> int:
+        """Send what can be sent, in order; keep the rest. Returns how many are still pending."""
+        with self._lock:
+            records = self._read()
+            while records:
+                rec = records[0]
+                started = api.call("POST", "/api/v1/runs", json=rec["start"])
+                if started is None:
+                    break
+                if api.call("POST", f"/api/v1/runs/{started['id']}/exit", json=rec["exit"]) is None:
+                    break
+                records.pop(0)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
+            os.replace(tmp, self.path)
+            return len(records)
+
+    def _read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+
+
+class Supervisor:
+    def __init__(self, settings: Settings, options: Options) -> None:
+        token = settings.effective_token
+        if not token:
+            raise ValueError("gpuwatch run needs the node's token: --token, GPUWATCH_TOKEN or GPUWATCH_TOKEN_FILE")
+        self.settings = settings
+        self.options = options
+        policy_config(settings, options.policy)  # a bad policy fails here, before anything runs
+        home = settings.data_dir / "supervisor" / _safe(options.job)
+        home.mkdir(parents=True, exist_ok=True)
+        self.home = home
+        self.api = Api(settings.server_url, token)
+        self.outbox = Outbox(home / "outbox.jsonl")
+        self.spool = Spool(home / "spool", settings.spool_max_bytes)
+        self.shipper = Shipper(
+            ServerClient(settings.server_url, token), self.spool, None, heartbeat_s=None, backoff=Backoff(cap=5.0)
+        )
+        self.checkpoint_log = home / "checkpoints.jsonl"
+        self.history: list[Attempt] = []
+        self.stop = threading.Event()  # set by SIGTERM/SIGINT: stop the job, restart nothing
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lines: dict[str, deque[str]] = {}
+        self._pending: list[LogLine] = []
+        self._seq: dict[str, int] = {}  # per stream; streams are unique per run key, so no saved state
+        self._lock = threading.Lock()
+        self._last_batch = 0
+
+    # -- the attempt loop -------------------------------------------------------------------------
+
+    def run(self) -> int:
+        sender = threading.Thread(target=self._ship, name="supervisor-shipper", daemon=True)
+        sender.start()
+        restart_of: str | None = None
+        exclude: tuple[str, ...] = ()
+        try:
+            while True:
+                checkpoint = self.latest_checkpoint()
+                key = f"{_safe(self.options.job)[:40]}-{uuid.uuid4().hex[:12]}"
+                start = {
+                    "job": self.options.job,
+                    "key": key,
+                    "command": " ".join(self.options.command),
+                    "resume_from": str(checkpoint.path) if checkpoint else None,
+                    "restart_of": restart_of,
+                    "policy": self.options.policy or None,
+                }
+                started = self.api.call("POST", "/api/v1/runs", json=start)
+                run_id = started["id"] if started else None
+                began = time.monotonic()
+                result = self._launch(key, checkpoint, exclude)
+                took = time.monotonic() - began
+                log.info("attempt %s ended after %.1fs: exit %s signal %s", key, took, result.code, result.signal)
+                after = self.latest_checkpoint()
+                decision = self._report(key, start, run_id, result, after)
+                if decision is None or self.stop.is_set():
+                    return _status(result)
+                if not decision.restart:
+                    log.error("not restarting %s: %s", self.options.job, decision.why)
+                    return _status(result)
+                log.warning("restarting %s: %s", self.options.job, decision.why)
+                if self.stop.wait(decision.delay_s):
+                    return _status(result)
+                restart_of, exclude = key, decision.exclude_nodes
+        finally:
+            self._flush_logs(timeout=5.0)
+            pending = self.outbox.deliver(self.api)
+            if pending:
+                log.warning("%d run record(s) kept in %s for the server", pending, self.outbox.path)
+            self.stop.set()
+            sender.join(timeout=10)
+            self.api.close()
+            self.shipper.client.close()
+
+    def latest_checkpoint(self) -> Checkpoint | None:
+        """The newest valid checkpoint: reported by the job (checkpoint_saved) or found in the directory."""
+        found: list[Checkpoint] = []
+        if self.checkpoint_log.exists():
+            reported = [json.loads(line) for line in self.checkpoint_log.read_text().splitlines() if line.strip()]
+            for entry in sorted(reported, key=lambda e: e.get("step", -1), reverse=True):
+                checked = validate(Path(entry["path"]), entry.get("step"))
+                if isinstance(checked, Checkpoint):
+                    found.append(checked)
+                    break
+                log.warning("skipping checkpoint %s: %s", checked.path, checked.why)
+        if self.options.checkpoint_dir is not None:
+            newest, skipped = latest_valid(self.options.checkpoint_dir)
+            for s in skipped:
+                log.warning("skipping checkpoint %s: %s", s.path, s.why)
+            if newest is not None:
+                found.append(newest)
+        found = [c for c in found if c.step is not None]
+        return max(found, key=lambda c: c.step or 0) if found else None
+
+    # -- one attempt ------------------------------------------------------------------------------
+
+    def _launch(self, key: str, checkpoint: Checkpoint | None, exclude: Sequence[str]) -> Exit:
+        resume = str(checkpoint.path) if checkpoint else ""
+        excluded = ",".join(exclude)
+        argv = [a.replace("{checkpoint}", resume).replace("{exclude_nodes}", excluded) for a in self.options.command]
+        env = {
+            **os.environ,
+            "GPUWATCH_JOB": self.options.job,
+            "GPUWATCH_RUN_KEY": key,
+            CHECKPOINT_LOG_ENV: str(self.checkpoint_log),
+            EXCLUDE_ENV: excluded,
+        }
+        if resume:
+            env[RESUME_ENV] = resume
+        else:
+            env.pop(RESUME_ENV, None)
+        if self.options.checkpoint_dir is not None:
+            env["GPUWATCH_CHECKPOINT_DIR"] = str(self.options.checkpoint_dir)
+        try:
+            proc = subprocess.Popen(
+                argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+            )
+        except OSError as exc:  # not found, not executable: that is the script's failure, diagnosed as such
+            line = f"gpuwatch run: cannot start {argv[0]}: {exc}"
+            print(line, file=sys.stderr)
+            self._line(f"run/{key}/stderr", line)
+            return Exit(127, None)
+        self._proc = proc
+        readers = [
+            threading.Thread(target=self._pump, args=(proc.stdout, f"run/{key}/stdout", sys.stdout), daemon=True),
+            threading.Thread(target=self._pump, args=(proc.stderr, f"run/{key}/stderr", sys.stderr), daemon=True),
+        ]
+        for r in readers:
+            r.start()
+        code = proc.wait()
+        for r in readers:
+            r.join(timeout=10)
+        self._proc = None
+        return Exit(None, -code) if code < 0 else Exit(code, None)
+
+    def terminate(self) -> None:
+        """SIGTERM to the job's process group, SIGKILL after the grace period (from a signal handler)."""
+        self.stop.set()
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        _killpg(proc.pid, signal.SIGTERM)
+        timer = threading.Timer(self.options.grace_s, _killpg, args=(proc.pid, signal.SIGKILL))
+        timer.daemon = True
+        timer.start()
+
+    def _pump(self, pipe: IO[bytes], stream: str, echo: IO[str]) -> None:
+        for raw in iter(pipe.readline, b""):
+            text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            echo.write(text + "\n")
+            echo.flush()
+            self._line(stream, text)
+        pipe.close()
+
+    def _line(self, stream: str, text: str) -> None:
+        with self._lock:
+            self._lines.setdefault(stream, deque(maxlen=KEPT_LINES)).append(text)
+            seq = self._seq.get(stream, 0)
+            self._seq[stream] = seq + 1
+            self._pending.append(LogLine(stream=stream, seq=seq, ts=time.time(), text=text))
+
+    # -- reporting and deciding -------------------------------------------------------------------
+
+    def _report(
+        self, key: str, start: dict[str, Any], run_id: int | None, result: Exit, checkpoint: Checkpoint | None
+    ) -> Decision | None:
+        """Report the exit; for a failure, the decision (the server's, else a local one)."""
+        streams = [s for s in self._lines if s.startswith(f"run/{key}/")]
+        body: dict[str, Any] = {"exit_code": result.code, "signal": result.signal, "streams": streams}
+        if checkpoint is not None:
+            body["checkpoint"] = {"path": str(checkpoint.path), "step": checkpoint.step}
+        if result.failed:
+            self._flush_logs(timeout=5.0)  # the server diagnoses from these lines: deliver them first
+        reported = self.api.call("POST", f"/api/v1/runs/{run_id}/exit", json=body) if run_id else None
+        if not result.failed:
+            if reported is None:
+                self.outbox.add({"start": start, "exit": body})
+            return None
+        decision = self._server_decision(run_id) if reported else None
+        if decision is not None:
+            self.history.append(Attempt.from_json(decision.to_json()))
+            log.info("decision by the server %.3fs after the exit", time.monotonic() - result.at)
+            return decision
+        decision, diagnosis = self._local_decision(key, result, checkpoint)
+        log.info("decision by the supervisor %.3fs after the exit", time.monotonic() - result.at)
+        self.history.append(Attempt.from_json(decision.to_json()))
+        body.update(diagnosis=diagnosis, decision=decision.to_json(), restarted=decision.restart)
+        self.outbox.add({"start": start, "exit": body})
+        return decision
+
+    def _server_decision(self, run_id: int | None) -> Decision | None:
+        """Long-poll the server for its decision; None if it does not come within decision_timeout_s."""
+        deadline = time.monotonic() + self.options.decision_timeout_s
+        while not self.stop.is_set() and (left := deadline - time.monotonic()) > 0:
+            got = self.api.call("GET", f"/api/v1/runs/{run_id}/decision", params={"wait": min(left, 10.0)})
+            if got is None:
+                return None
+            if got["state"] == "decided":
+                return Decision.from_json(got["decision"])
+        return None
+
+    def _local_decision(self, key: str, result: Exit, checkpoint: Checkpoint | None) -> tuple[Decision, dict]:
+        sources = [
+            LogSource(file=s, lines=list(lines), node=self.settings.node, exit_code=result.code, signal=result.signal)
+            for s, lines in self._lines.items()
+            if s.startswith(f"run/{key}/")
+        ]
+        diagnosis = diagnose(sources)
+        config = policy_config(self.settings, self.options.policy)
+        decision = decide(
+            diagnosis.reason,
+            history=self.history,
+            config=config,
+            now=time.time(),
+            node=diagnosis.node or self.settings.node,
+            exit_code=result.code,
+            checkpoint_step=checkpoint.step if checkpoint else None,
+        )
+        log.warning("server away: decided locally: %s (%s)", decision.outcome, decision.why)
+        return decision, diagnosis.to_json()
+
+    # -- log shipping -----------------------------------------------------------------------------
+
+    def _ship(self) -> None:
+        next_outbox = 0.0
+        while not self.stop.is_set():
+            self._spool_pending()
+            self.shipper.step()
+            if time.monotonic() >= next_outbox and self.outbox.pending():
+                self.outbox.deliver(self.api)  # runs decided while the server was away
+                next_outbox = time.monotonic() + 2.0
+            self.stop.wait(0.1)
+        self._spool_pending()
+
+    def _spool_pending(self) -> None:
+        with self._lock:
+            lines, self._pending = self._pending, []
+        for i in range(0, len(lines), 5000):
+            chunk = lines[i : i + 5000]
+            self._last_batch = max(self._last_batch + 1, time.time_ns() // 1000)
+            batch = Batch(batch_id=self._last_batch, logs=chunk)
+            body = gzip.compress(batch.model_dump_json(exclude_none=True).encode(), compresslevel=5)
+            self.spool.put(batch.batch_id, body, {"logs": len(chunk)})
+
+    def _flush_logs(self, timeout: float) -> bool:
+        """Spool and send what is pending; True when the spool emptied within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        self._spool_pending()
+        while self.spool.peek() is not None and time.monotonic() < deadline:
+            if self.shipper.step():
+                return False  # the server is away: the lines stay spooled
+        return self.spool.peek() is None
+
+
+def _status(result: Exit) -> int:
+    if result.signal:
+        return 128 + result.signal
+    return result.code or 0
+
+
+def _killpg(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):  # the group is gone already
+        os.killpg(pid, sig)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "job"
