@@ -77,7 +77,7 @@ class Settings(BaseSettings):
     kernel_log: Path | None = Field(
         default=None, description="/dev/kmsg, or a file of kernel lines, to follow (stream 'kernel')"
     )
-    incident_settle_s: float = Field(default=1.0, ge=0, description="wait for in-flight logs before diagnosing")
+    incident_settle_s: float = Field(default=0.5, ge=0, description="wait for in-flight logs before diagnosing")
     incident_dedupe_s: float = Field(default=600.0, ge=0, description="one Xid incident per node in this window")
     # recovery (defaults of gpuwatch.recovery.PolicyConfig; a job may override them)
     recovery_max_restarts: int = Field(default=10, ge=0, description="restarts per job in all")

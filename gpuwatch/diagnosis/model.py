@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuwatch.taxonomy import info
+from gpuwatch.taxonomy import REASONS, info
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +56,11 @@ class Diagnosis:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Diagnosis:
         """A diagnosis from its `to_json()`; KeyError/TypeError/ValueError when malformed or off-taxonomy."""
+        reason = str(data["reason"])
+        if reason not in REASONS:
+            raise ValueError(f"{reason!r} is not a reason of the taxonomy")
         return cls(
-            reason=str(data["reason"]),
+            reason=reason,
             confidence=float(data.get("confidence", 0.0)),
             source=str(data.get("source", "rules")),
             evidence=tuple(Evidence(str(e["file"]), int(e["line"]), str(e["text"])) for e in data.get("evidence", ())),

@@ -141,6 +141,10 @@ def diagnose_incident(svc: Services, incident_id: int, streams: Sequence[StreamE
                         signal=s.signal,
                     )
                 )
+        if run is not None and not any(s.exit_code or s.signal for s in streams):  # the run's own status
+            sources.append(
+                LogSource(file="exit status", lines=[], node=node.name, exit_code=run.exit_code, signal=run.signal)
+            )
         xid_lines = _xid_event_lines(session, node.id, since)
         if xid_lines:
             sources.append(LogSource(file=EVENTS_SOURCE, lines=xid_lines, node=node.name))

@@ -128,7 +128,9 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
     if body.decision is not None or body.diagnosis is not None:
         try:
             local = (Diagnosis_.from_json(body.diagnosis or {}), Decision.from_json(body.decision or {}))
-        except (KeyError, TypeError, ValueError) as exc:
+        except KeyError as exc:
+            raise HTTPException(422, f"diagnosis/decision: missing field {exc}") from None
+        except (TypeError, ValueError) as exc:
             raise HTTPException(422, f"diagnosis/decision: {exc}") from None
 
     def work() -> RunEnded:

@@ -1,0 +1,78 @@
+"""The recovery API's contract: idempotent run starts and exits, the pause switch, bad input refused."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from gpuwatch.config import Settings
+from tests.helpers import InProcessServer, new_token, wait_until
+
+
+@pytest.fixture
+def client(settings: Settings) -> httpx.Client:
+    fast = settings.model_copy(update={"incident_settle_s": 0.05, "max_body_bytes": 1024 * 1024})
+    with InProcessServer(fast) as srv:
+        token = new_token(fast.effective_database_url, "node-p")
+        with httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {token}"}, timeout=10) as c:
+            yield c
+
+
+def _decision(client: httpx.Client, run_id: int) -> dict:
+    got = wait_until(
+        lambda: (
+            (d := client.get(f"/api/v1/runs/{run_id}/decision", params={"wait": 1}).json())["state"] == "decided" and d
+        ),
+        what="a decision",
+    )
+    return got["decision"]
+
+
+def test_start_and_exit_are_idempotent(client: httpx.Client) -> None:
+    first = client.post("/api/v1/runs", json={"job": "j", "key": "j-1"})
+    again = client.post("/api/v1/runs", json={"job": "j", "key": "j-1"})
+    assert (first.status_code, again.status_code) == (201, 200) and first.json() == again.json()
+    run = first.json()["id"]
+    ended = client.post(f"/api/v1/runs/{run}/exit", json={"exit_code": 1}).json()
+    replay = client.post(f"/api/v1/runs/{run}/exit", json={"exit_code": 1}).json()
+    assert ended == replay and ended["incident_id"] is not None
+    assert len(client.get("/api/v1/incidents").json()) == 1
+
+
+def test_pause_stops_restarts_but_decisions_are_still_recorded(client: httpx.Client) -> None:
+    assert client.post("/api/v1/recovery/pause", json={"paused": True}).json()["paused"] is True
+    run = client.post("/api/v1/runs", json={"job": "p"}).json()["id"]
+    client.post(f"/api/v1/runs/{run}/exit", json={"exit_code": 143, "signal": None})
+    decision = _decision(client, run)
+    assert (decision["reason"], decision["restart"], decision["rule"]) == ("preempted", False, "paused")
+    client.post("/api/v1/recovery/pause", json={"paused": False})
+    run2 = client.post("/api/v1/runs", json={"job": "p"}).json()["id"]
+    client.post(f"/api/v1/runs/{run2}/exit", json={"exit_code": 143})
+    assert _decision(client, run2)["restart"] is True
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "needle"),
+    [
+        ("/api/v1/runs", {"job": "x", "policy": {"max_restarts": -1}}, "max_restarts"),
+        ("/api/v1/runs", {"job": "x", "policy": {"bogus": 1}}, "bogus"),
+        ("/api/v1/runs", {"job": "x", "policy": {"overrides": {"gpu_oom": "reboot"}}}, "reboot"),
+        ("/api/v1/recovery/pause", {"paused": "maybe"}, "paused"),
+    ],
+)
+def test_bad_input_is_refused_with_the_reason(client: httpx.Client, path: str, body: dict, needle: str) -> None:
+    resp = client.post(path, json=body)
+    assert resp.status_code == 422 and needle in resp.text
+
+
+def test_supervisor_decision_outside_the_taxonomy_is_refused_and_nothing_recorded(client: httpx.Client) -> None:
+    run = client.post("/api/v1/runs", json={"job": "r"}).json()["id"]
+    bad = {"reason": "restart", "action": "restart", "rule": "restart", "restart": True, "at": time.time()}
+    resp = client.post(f"/api/v1/runs/{run}/exit", json={"exit_code": 1, "diagnosis": {"reason": "x"}, "decision": bad})
+    assert resp.status_code == 422 and "taxonomy" in resp.text
+    assert client.get("/api/v1/incidents").json() == []
+    assert client.get(f"/api/v1/runs/{run}/decision").json()["state"] == "pending", "the run is still open"
+    assert client.get("/api/v1/runs/999/decision").status_code == 404
+    assert httpx.post(f"{client.base_url}/api/v1/recovery/pause", json={"paused": True}).status_code == 401
