@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: the tests' helpers
-from tests.helpers import Proc, free_port, migrated_sqlite, new_token, start_server  # noqa: E402
+from tests.helpers import Proc, free_port, migrated_sqlite, new_token, start_server
 
 FAIL = "import sys; print('RuntimeError: CUDA error: unspecified launch failure', file=sys.stderr); sys.exit(1)"
 LINE = re.compile(r"decision by the (server|supervisor) ([0-9.]+)s after the exit")
