@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import logging
 import socket
 import threading
@@ -84,7 +83,6 @@ class Agent:
         self._binds: list[JobProcess] = []
         self._client_dropped: dict[int, int] = {}
         self.local_api = LocalApi(self._on_client_report, port=settings.client_port)
-        self._last_batch_id = 0
         self._urgent = False  # a fatal Xid was seen: ship now, not at the next flush
         self.stop = threading.Event()
 
@@ -147,7 +145,7 @@ class Agent:
             batch_procs, processes = processes[:take], processes[take:]
             batch_ib, ib = ib[:take], ib[take:]
             batch = Batch(
-                batch_id=self._next_batch_id(),
+                batch_id=self.spool.next_batch_id(),
                 samples=samples,
                 logs=logs,
                 events=events,
@@ -156,21 +154,13 @@ class Agent:
                 ib=batch_ib,
                 dropped=dropped,
             )
-            body = gzip.compress(batch.model_dump_json(exclude_none=True).encode(), compresslevel=5)
-            counts = {"samples": len(samples), "logs": len(logs), "events": len(events), "steps": len(batch_steps)}
-            self.spool.put(batch.batch_id, body, counts)
+            self.spool.put_batch(batch)
         for t in self.tailers:
             self.state.files[str(t.path)] = TailPosition(t.position.inode, t.committed_offset)
         if self.kmsg is not None:
             self.state.kmsg = KmsgPosition(self.kmsg.position.boot_id, self.kmsg.position.seq)
         self.state.save()
         self.shipper.wakeup.set()
-
-    def _next_batch_id(self) -> int:
-        # Microseconds since the epoch: unique across agent restarts without any saved state, and
-        # increasing, so the spool replays in order.
-        self._last_batch_id = max(self._last_batch_id + 1, time.time_ns() // 1000)
-        return self._last_batch_id
 
     def _on_client_report(self, report: ClientReport) -> None:
         """A training process's steps and identity (called on the local API's threads)."""

@@ -8,6 +8,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 
@@ -55,6 +56,10 @@ class ServerClient:
 
     def send_batch(self, gzipped: bytes) -> httpx.Response:
         return self._post("/api/v1/ingest", gzipped, gzip=True)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """Any other API call (the supervisor's runs and decisions), on the same connections."""
+        return self._http.request(method, path, **kwargs)
 
     def close(self) -> None:
         self._http.close()

@@ -9,13 +9,17 @@ server with every batch) — never silently.
 from __future__ import annotations
 
 import bisect
+import gzip
 import json
 import logging
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from gpuwatch.protocol import Batch
 
 log = logging.getLogger("gpuwatch.agent.spool")
 
@@ -55,6 +59,20 @@ class Spool:
         self._bytes = sum(i.path.stat().st_size for i in self._items)
         self._dropped_path = directory / "dropped.json"
         self.dropped: dict[str, int] = json.loads(self._dropped_path.read_text()) if self._dropped_path.exists() else {}
+        self._last_batch_id = 0
+
+    def next_batch_id(self) -> int:
+        """Microseconds since the epoch: unique across restarts without any saved state, and increasing,
+        so the spool replays in order."""
+        with self._lock:
+            self._last_batch_id = max(self._last_batch_id + 1, time.time_ns() // 1000)
+            return self._last_batch_id
+
+    def put_batch(self, batch: Batch) -> None:
+        """Durably queue ``batch`` (gzipped, as the server's ingest endpoint takes it)."""
+        body = gzip.compress(batch.model_dump_json(exclude_none=True).encode(), compresslevel=5)
+        counts = {"samples": len(batch.samples), "logs": len(batch.logs), "events": len(batch.events)}
+        self.put(batch.batch_id, body, {**counts, "steps": len(batch.steps)})
 
     def put(self, batch_id: int, body: bytes, counts: dict[str, int]) -> None:
         """Durably queue a gzipped batch body, dropping the oldest batches if over the bound."""

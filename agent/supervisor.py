@@ -17,7 +17,6 @@ an emergency checkpoint the group is killed. A supervisor told to stop does not 
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 import logging
 import os
@@ -37,12 +36,11 @@ import httpx
 
 from agent.shipper import Backoff, ServerClient, Shipper
 from agent.spool import Spool
-from gpuwatch import __version__
 from gpuwatch.client.checkpoint import CHECKPOINT_LOG_ENV, RESUME_ENV
 from gpuwatch.config import Settings
 from gpuwatch.diagnosis.diagnose import diagnose
 from gpuwatch.diagnosis.model import LogSource
-from gpuwatch.protocol import Batch, LogLine
+from gpuwatch.protocol import MAX_BATCH_ITEMS, Batch, LogLine
 from gpuwatch.recovery import Attempt, Checkpoint, Decision, decide, latest_valid, validate
 from gpuwatch.recovery.settings import policy_config
 
@@ -76,16 +74,12 @@ class Exit:
 class Api:
     """The supervisor's calls to the server; None when the server cannot be reached or refuses."""
 
-    def __init__(self, base_url: str, token: str) -> None:
-        self._http = httpx.Client(
-            base_url=base_url.rstrip("/"),
-            headers={"Authorization": f"Bearer {token}", "User-Agent": f"gpuwatch-supervisor/{__version__}"},
-            timeout=10.0,
-        )
+    def __init__(self, client: ServerClient) -> None:
+        self.client = client
 
     def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any] | None:
         try:
-            resp = self._http.request(method, path, **kwargs)
+            resp = self.client.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             log.warning("server unreachable (%s %s: %s)", method, path, exc)
             return None
@@ -93,9 +87,6 @@ class Api:
             log.warning("server refused %s %s: HTTP %d %s", method, path, resp.status_code, resp.text[:300])
             return None
         return resp.json()
-
-    def close(self) -> None:
-        self._http.close()
 
 
 class Outbox:
@@ -151,12 +142,11 @@ class Supervisor:
         home = settings.data_dir / "supervisor" / _safe(options.job)
         home.mkdir(parents=True, exist_ok=True)
         self.home = home
-        self.api = Api(settings.server_url, token)
+        client = ServerClient(settings.server_url, token)
+        self.api = Api(client)
         self.outbox = Outbox(home / "outbox.jsonl")
         self.spool = Spool(home / "spool", settings.spool_max_bytes)
-        self.shipper = Shipper(
-            ServerClient(settings.server_url, token), self.spool, None, heartbeat_s=None, backoff=Backoff(cap=5.0)
-        )
+        self.shipper = Shipper(client, self.spool, None, heartbeat_s=None, backoff=Backoff(cap=5.0))
         self.checkpoint_log = home / "checkpoints.jsonl"
         self.history: list[Attempt] = []
         self.stop = threading.Event()  # set by SIGTERM/SIGINT: stop the job, restart nothing
@@ -165,7 +155,6 @@ class Supervisor:
         self._pending: list[LogLine] = []
         self._seq: dict[str, int] = {}  # per stream; streams are unique per run key, so no saved state
         self._lock = threading.Lock()
-        self._last_batch = 0
 
     # -- the attempt loop -------------------------------------------------------------------------
 
@@ -210,7 +199,6 @@ class Supervisor:
                 log.warning("%d run record(s) kept in %s for the server", pending, self.outbox.path)
             self.stop.set()
             sender.join(timeout=10)
-            self.api.close()
             self.shipper.client.close()
 
     def latest_checkpoint(self) -> Checkpoint | None:
@@ -376,12 +364,8 @@ class Supervisor:
     def _spool_pending(self) -> None:
         with self._lock:
             lines, self._pending = self._pending, []
-        for i in range(0, len(lines), 5000):
-            chunk = lines[i : i + 5000]
-            self._last_batch = max(self._last_batch + 1, time.time_ns() // 1000)
-            batch = Batch(batch_id=self._last_batch, logs=chunk)
-            body = gzip.compress(batch.model_dump_json(exclude_none=True).encode(), compresslevel=5)
-            self.spool.put(batch.batch_id, body, {"logs": len(chunk)})
+        for i in range(0, len(lines), MAX_BATCH_ITEMS // 4):
+            self.spool.put_batch(Batch(batch_id=self.spool.next_batch_id(), logs=lines[i : i + MAX_BATCH_ITEMS // 4]))
 
     def _flush_logs(self, timeout: float) -> bool:
         """Spool and send what is pending; True when the spool emptied within ``timeout``."""

@@ -27,7 +27,7 @@ progress (its checkpoint advanced) or ran for longer than `window_s` between two
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -291,20 +291,8 @@ def _finish(
 
 def _dry(decision: Decision) -> Decision:
     """The same decision, not carried out: what would have been done goes into `why`."""
-    return Decision(
-        reason=decision.reason,
-        action=decision.action,
-        rule=decision.rule,
-        restart=False,
-        delay_s=decision.delay_s,
-        exclude_nodes=decision.exclude_nodes,
-        alert=True,
-        why=f"dry run, nothing done; would have: {decision.why}",
-        dry_run=True,
-        checkpoint_step=decision.checkpoint_step,
-        node=decision.node,
-        at=decision.at,
-    )
+    why = f"dry run, nothing done; would have: {decision.why}"
+    return replace(decision, restart=False, alert=True, why=why, dry_run=True)
 
 
 def _trailing(history: Sequence[Attempt], match: Callable[[Attempt], bool]) -> int:

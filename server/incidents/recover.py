@@ -66,11 +66,7 @@ def excluded_nodes(session: Session, now: datetime | None = None) -> list[Exclus
 def decide_for_run(svc: Services, incident_id: int, result: Result, checkpoint: dict[str, Any] | None) -> Decision:
     """The server's decision about a failed run (diagnosed as ``result``); stored, counted, carried out."""
     with transaction(svc.sessions) as session:
-        incident = session.get(Incident, incident_id)
-        assert incident is not None and incident.run_id is not None and incident.job_id is not None
-        run = session.get(Run, incident.run_id)
-        job = session.get(Job, incident.job_id)
-        assert run is not None and job is not None
+        incident, job, run = _context(session, incident_id)
         config = policy_config(svc.settings, job.policy, paused=is_paused(session))
         decision = decide(
             result.reason,
@@ -90,12 +86,17 @@ def record_local(
 ) -> None:
     """A decision the supervisor took by itself while the server was away, recorded as it happened."""
     with transaction(svc.sessions) as session:
-        incident = session.get(Incident, incident_id)
-        assert incident is not None and incident.run_id is not None and incident.job_id is not None
-        run = session.get(Run, incident.run_id)
-        job = session.get(Job, incident.job_id)
-        assert run is not None and job is not None
+        incident, job, run = _context(session, incident_id)
         _record(session, svc, incident, job, run, decision, checkpoint, actor="supervisor", restarted=restarted)
+
+
+def _context(session: Session, incident_id: int) -> tuple[Incident, Job, Run]:
+    """A run failure's incident with its job and run."""
+    incident = session.get(Incident, incident_id)
+    assert incident is not None and incident.run_id is not None and incident.job_id is not None
+    job, run = session.get(Job, incident.job_id), session.get(Run, incident.run_id)
+    assert job is not None and run is not None
+    return incident, job, run
 
 
 def exclude_for_incident(svc: Services, incident_id: int, result: Result) -> None:

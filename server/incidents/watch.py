@@ -43,11 +43,9 @@ def fatal_xids(batch: Batch, now: float) -> list[int]:
     return codes
 
 
-def on_batch(svc: Services, node_id: int, node_name: str, batch: Batch) -> int | None:
-    """Open an `xid` incident for a fatal Xid in ``batch``; the new incident's id, or None."""
-    codes = fatal_xids(batch, time.time())
-    if not codes:
-        return None
+def open_xid_incident(svc: Services, node_id: int, node_name: str, codes: list[int]) -> int | None:
+    """Open an `xid` incident for the fatal Xid ``codes`` from a node (see `fatal_xids`), unless one was
+    opened within `incident_dedupe_s`; the new incident's id, or None."""
     with svc.sessions() as session:
         window = datetime.now(UTC) - timedelta(seconds=svc.settings.incident_dedupe_s)
         recent = session.scalar(

@@ -12,7 +12,7 @@ from gpuwatch.protocol import Batch, BatchAck, Heartbeat, RegisterRequest, Regis
 from server.api.body import read_model
 from server.api.deps import NodeDep, ServicesDep
 from server.detections import record
-from server.incidents.watch import on_batch
+from server.incidents.watch import fatal_xids, open_xid_incident
 from server.store.db import transaction
 from server.store.ingest import store_batch
 from server.store.models import Node, utcnow
@@ -89,7 +89,7 @@ async def ingest(request: Request, node: NodeDep, svc: ServicesDep) -> BatchAck:
         found = jobs.add_steps(node.name, batch.steps)
         if found:
             await run_in_threadpool(record, svc, found)
-        if batch.events or batch.logs:
-            await run_in_threadpool(on_batch, svc, node.id, node.name, batch)
+        if codes := fatal_xids(batch, time.time()):  # cheap: a regex only on kernel lines
+            await run_in_threadpool(open_xid_incident, svc, node.id, node.name, codes)
     svc.telemetry.touch(node.name, batch.dropped or None)
     return ack
