@@ -65,6 +65,15 @@ def register(app: typer.Typer) -> None:
         policy: Annotated[
             list[str] | None, typer.Option("--policy", help="KEY=VALUE recovery policy override (repeatable)")
         ] = None,
+        executor: Annotated[
+            str | None,
+            typer.Option(
+                help="who restarts: local (this supervisor), slurm, kubernetes (default: slurm in a Slurm job)"
+            ),
+        ] = None,
+        external_id: Annotated[
+            str | None, typer.Option(help="the scheduler's job: Slurm job id (default SLURM_JOB_ID), or namespace/name")
+        ] = None,
         server: Annotated[str | None, typer.Option("--server", help="server URL")] = None,
         token: Annotated[str | None, typer.Option(help="this node's bearer token")] = None,
         token_file: Annotated[Path | None, typer.Option(help="read the token from this file")] = None,
@@ -77,9 +86,10 @@ def register(app: typer.Typer) -> None:
         Example: gpuwatch run --job llama --checkpoint-dir /ckpt -- torchrun --nproc-per-node 8 train.py
         --resume {checkpoint}
         """
+        import os
         import signal
 
-        from agent.supervisor import Options, Supervisor
+        from agent.supervisor import Options, Supervisor, scheduler_from_env
 
         settings = settings_for(
             config, data_dir=data_dir, server_url=server, token=token, token_file=token_file, node=node
@@ -92,6 +102,9 @@ def register(app: typer.Typer) -> None:
             overrides[key] = _policy_value(value)
         if max_restarts is not None:
             overrides["max_restarts"] = max_restarts
+        detected, detected_id = scheduler_from_env(os.environ)
+        if executor not in (None, "local", "slurm", "kubernetes"):
+            raise typer.BadParameter(f"--executor {executor!r}: expected local, slurm or kubernetes")
         options = Options(
             job=job or Path(command[0]).name,
             command=list(command),
@@ -99,7 +112,11 @@ def register(app: typer.Typer) -> None:
             grace_s=grace,
             decision_timeout_s=decision_timeout,
             policy=overrides,
+            executor=executor or detected,
+            external_id=external_id or (detected_id if (executor or detected) == detected else None),
         )
+        if options.executor != "local" and not options.external_id:
+            raise typer.BadParameter(f"--executor {options.executor} needs --external-id (the scheduler's job)")
         try:
             supervisor = Supervisor(settings, options)
         except (TypeError, ValueError) as exc:

@@ -10,6 +10,10 @@ and asks the server for the decision. If the server cannot be reached (or does n
 `gpuwatch.diagnosis` and `gpuwatch.recovery` code over its own history; that run, its diagnosis and
 its decision wait in an outbox on disk and are recorded by the server when it is back.
 
+Inside a Slurm job (or with `--executor slurm|kubernetes`) the scheduler restarts the job, not the
+supervisor: it reports the failure, and on a restart decision the server requeues the job through its
+executor and the supervisor just exits.
+
 SIGTERM or SIGINT to the supervisor goes to the whole process group of the job; after `grace_s` for
 an emergency checkpoint the group is killed. A supervisor told to stop does not restart anything.
 """
@@ -27,7 +31,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -58,6 +62,15 @@ class Options:
     grace_s: float = 30.0
     decision_timeout_s: float = 30.0
     policy: dict[str, Any] = field(default_factory=dict)
+    executor: str = "local"  # who restarts: this supervisor, or the server through slurm / kubernetes
+    external_id: str | None = None  # the Slurm job id, or namespace/name of the Kubernetes Job
+
+
+def scheduler_from_env(env: Mapping[str, str]) -> tuple[str, str | None]:
+    """Inside a Slurm job the scheduler restarts it (the server requeues it); elsewhere the supervisor."""
+    if env.get("SLURM_JOB_ID"):
+        return "slurm", env["SLURM_JOB_ID"]
+    return "local", None
 
 
 @dataclass(slots=True)
@@ -174,11 +187,13 @@ class Supervisor:
                     "resume_from": str(checkpoint.path) if checkpoint else None,
                     "restart_of": restart_of,
                     "policy": self.options.policy or None,
+                    "scheduler": self.options.executor,
+                    "external_id": self.options.external_id,
                 }
                 started = self.api.call("POST", "/api/v1/runs", json=start)
                 run_id = started["id"] if started else None
                 began = time.monotonic()
-                result = self._launch(key, checkpoint, exclude)
+                result = self._launch(key, checkpoint, exclude, run_id)
                 took = time.monotonic() - began
                 log.info("attempt %s ended after %.1fs: exit %s signal %s", key, took, result.code, result.signal)
                 after = self.latest_checkpoint()
@@ -187,6 +202,9 @@ class Supervisor:
                     return _status(result)
                 if not decision.restart:
                     log.error("not restarting %s: %s", self.options.job, decision.why)
+                    return _status(result)
+                if self.options.executor != "local":
+                    log.warning("%s restarts %s: %s", self.options.executor, self.options.job, decision.why)
                     return _status(result)
                 log.warning("restarting %s: %s", self.options.job, decision.why)
                 if self.stop.wait(decision.delay_s):
@@ -223,7 +241,7 @@ class Supervisor:
 
     # -- one attempt ------------------------------------------------------------------------------
 
-    def _launch(self, key: str, checkpoint: Checkpoint | None, exclude: Sequence[str]) -> Exit:
+    def _launch(self, key: str, checkpoint: Checkpoint | None, exclude: Sequence[str], run_id: int | None) -> Exit:
         resume = str(checkpoint.path) if checkpoint else ""
         excluded = ",".join(exclude)
         argv = [a.replace("{checkpoint}", resume).replace("{exclude_nodes}", excluded) for a in self.options.command]
@@ -256,6 +274,8 @@ class Supervisor:
         ]
         for r in readers:
             r.start()
+        if run_id is not None:
+            threading.Thread(target=self._watch, args=(run_id, proc), name="decision-watch", daemon=True).start()
         code = proc.wait()
         for r in readers:
             r.join(timeout=10)
@@ -263,15 +283,31 @@ class Supervisor:
         return Exit(None, -code) if code < 0 else Exit(code, None)
 
     def terminate(self) -> None:
-        """SIGTERM to the job's process group, SIGKILL after the grace period (from a signal handler)."""
+        """Stop the job and restart nothing (from the supervisor's SIGTERM/SIGINT handler)."""
         self.stop.set()
-        proc = self._proc
-        if proc is None or proc.poll() is not None:
+        if self._proc is not None:
+            self._kill(self._proc)
+
+    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGTERM to the job's process group, SIGKILL after the grace period."""
+        if proc.poll() is not None:
             return
         _killpg(proc.pid, signal.SIGTERM)
         timer = threading.Timer(self.options.grace_s, _killpg, args=(proc.pid, signal.SIGKILL))
         timer.daemon = True
         timer.start()
+
+    def _watch(self, run_id: int, proc: subprocess.Popen[bytes]) -> None:
+        """While the job runs, wait for a decision about it: the server decides about a running run when
+        it hangs (or its node went silent). Then stop the job; the attempt loop follows the decision."""
+        while proc.poll() is None and not self.stop.is_set():
+            got = self.api.call("GET", f"/api/v1/runs/{run_id}/decision", params={"wait": 10})
+            if got is None:
+                self.stop.wait(5.0)  # the server is away; the job goes on
+            elif got["state"] == "decided" and proc.poll() is None:
+                log.warning("the server decided about the running job: %s; stopping it", got["decision"].get("why"))
+                self._kill(proc)
+                return
 
     def _pump(self, pipe: IO[bytes], stream: str, echo: IO[str]) -> None:
         for raw in iter(pipe.readline, b""):

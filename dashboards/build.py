@@ -41,13 +41,27 @@ XID_NAMES = {
 }
 
 
-def new_events(selector: str, window: str) -> str:
-    """Events a labelled counter counted within ``window``.
+def events_by(label: str, selector: str, window: str) -> str:
+    """What a counter counted within ``window``, by ``label``, only where it counted anything: for
+    the counters the server exports at 0 from its start (failures by reason, incidents by trigger,
+    recovery decisions, detections, GPU-hours lost), which plain increase() reads from their first
+    event on. The `> 0` keeps a bar chart to what happened rather than every known reason."""
+    return f"sum by ({label}) (increase({selector}[{window}])) > 0"
 
-    gpuwatch creates such a counter (failures by reason, restarts by job, …) at its first event,
-    already at 1, and increase() cannot see a step from "no series" to 1. A series born within the
-    window counts all it holds (it started at 0); older series count their increase."""
+
+def new_events(selector: str, window: str) -> str:
+    """Events a labelled counter counted within ``window``, for the counters whose label values only
+    an event names, so that their series appear with their first event, already at 1: restarts by
+    job, Xids by GPU and code, and a job's hangs and stragglers (its series are born with the job,
+    which can be within one scrape of its first hang or straggler). increase() cannot see a step
+    from "no series" to 1: a series born within the window counts all it holds (it started at 0);
+    older series count their increase."""
     return f"(({selector} unless {selector} offset {window}) or increase({selector}[{window}]))"
+
+
+def xid_events(by: str, selector: str) -> str:
+    """Xids counted in the time range by ``by``, in whole events, only where there were any."""
+    return f"round(sum by ({by}) ({new_events(selector, '$__range')} > 0))"
 
 
 def thermal_throttled(selector: str) -> str:
@@ -536,12 +550,22 @@ def cluster() -> Dashboard:
             row("Hardware errors"),
             table(
                 "GPUs with an Xid",
-                "Each GPU's last Xid in the time range. Application Xids (13, 31, 43, 45) are the "
-                "job's doing; the others are hardware (see GpuFatalXid).",
+                "Each GPU's last Xid in the time range (dcgm-exporter's gauge: a later Xid hides an "
+                "earlier one). Application Xids (13, 31, 43, 45) are the job's doing; the others are "
+                "hardware (see GpuFatalXid).",
                 [target("last_over_time(DCGM_FI_DEV_XID_ERRORS[$__range]) > 0", table=True)],
                 rename={"instance": "Node", "gpu": "GPU", "UUID": "UUID", "Value": "Xid"},
                 mappings={"Value": XID_MAPPING},
-                w=9,
+                w=8,
+            ),
+            table(
+                "Xid events",
+                "Every Xid in the time range, counted by node, GPU and code (a GPU the driver could "
+                "not name has no index).",
+                [target(xid_events("instance, gpu, xid", "gpuwatch_xid_events_total"), table=True)],
+                rename={"instance": "Node", "gpu": "GPU", "xid": "Xid", "Value": "Events"},
+                mappings={"xid": XID_MAPPING},
+                w=8,
             ),
             table(
                 "GPUs with uncorrectable ECC errors",
@@ -559,7 +583,8 @@ def cluster() -> Dashboard:
                     )
                 ],
                 minimum=0,
-                w=7,
+                w=24,
+                h=7,
             ),
             row("Failures and recovery"),
             bars(
@@ -567,7 +592,7 @@ def cluster() -> Dashboard:
                 "Failed runs diagnosed in the time range, by reason of the failure taxonomy.",
                 [
                     target(
-                        f"sum by (reason) ({new_events('gpuwatch_failures_total', '$__range')})",
+                        events_by("reason", "gpuwatch_failures_total", "$__range"),
                         "{{reason}}",
                         instant=True,
                     )
@@ -578,7 +603,9 @@ def cluster() -> Dashboard:
                 "Restarts the recovery policy ordered in the time range.",
                 [
                     target(
-                        f"sum by (job) ({new_events('gpuwatch_restarts_total', '$__range')})", "{{job}}", instant=True
+                        f"sum by (job) ({new_events('gpuwatch_restarts_total', '$__range')}) > 0",
+                        "{{job}}",
+                        instant=True,
                     )
                 ],
             ),
@@ -587,7 +614,7 @@ def cluster() -> Dashboard:
                 "Work lost since the last checkpoint plus downtime, in the time range.",
                 [
                     target(
-                        f"sum by (category) ({new_events('gpuwatch_lost_gpu_hours_total', '$__range')})",
+                        events_by("category", "gpuwatch_lost_gpu_hours_total", "$__range"),
                         "{{category}}",
                         instant=True,
                     )
@@ -771,7 +798,21 @@ def node() -> Dashboard:
                 [target(f"last_over_time(DCGM_FI_DEV_XID_ERRORS{{{gpus}}}[$__range])", "GPU {{gpu}}")],
                 mappings=XID_MAPPING,
                 thresholds=[{"color": "red", "value": 1}],
-                w=8,
+                w=6,
+                h=6,
+            ),
+            table(
+                "Xid events",
+                "Every Xid in the time range, counted by GPU and code, including those the last-Xid "
+                "gauge hides and those of a GPU the driver could not name (no index).",
+                [
+                    target(
+                        xid_events("gpu, xid", 'gpuwatch_xid_events_total{instance="$node", gpu=~"$gpu|"}'), table=True
+                    )
+                ],
+                rename={"gpu": "GPU", "xid": "Xid", "Value": "Events"},
+                mappings={"xid": XID_MAPPING},
+                w=6,
                 h=6,
             ),
             timeseries(
@@ -782,7 +823,7 @@ def node() -> Dashboard:
                     target(f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{gpus}}}", "GPU {{gpu}} double-bit"),
                 ],
                 minimum=0,
-                w=8,
+                w=6,
                 h=6,
             ),
             timeseries(
@@ -795,7 +836,7 @@ def node() -> Dashboard:
                     target(f"DCGM_FI_DEV_ROW_REMAP_FAILURE{{{gpus}}}", "GPU {{gpu}} remap failure"),
                 ],
                 minimum=0,
-                w=8,
+                w=6,
                 h=6,
             ),
             timeseries(
@@ -1035,7 +1076,7 @@ def incidents() -> Dashboard:
                 "Failed runs diagnosed, by reason of the failure taxonomy.",
                 [
                     target(
-                        f"sum by (reason) ({new_events('gpuwatch_failures_total', '$__range')})",
+                        events_by("reason", "gpuwatch_failures_total", "$__range"),
                         "{{reason}}",
                         instant=True,
                     )
@@ -1046,7 +1087,7 @@ def incidents() -> Dashboard:
                 "Failed runs diagnosed, by category (infrastructure, user, …).",
                 [
                     target(
-                        f"sum by (category) ({new_events('gpuwatch_failures_total', '$__range')})",
+                        events_by("category", "gpuwatch_failures_total", "$__range"),
                         "{{category}}",
                         instant=True,
                     )
@@ -1057,7 +1098,7 @@ def incidents() -> Dashboard:
                 "Incidents opened: a failed run, a silent node, a hang, a fatal Xid.",
                 [
                     target(
-                        f"sum by (trigger) ({new_events('gpuwatch_incidents_total', '$__range')})",
+                        events_by("trigger", "gpuwatch_incidents_total", "$__range"),
                         "{{trigger}}",
                         instant=True,
                     )
@@ -1068,7 +1109,7 @@ def incidents() -> Dashboard:
                 "What the recovery policy decided: restart, restart_exclude_node, notify, stop, dry_run.",
                 [
                     target(
-                        f"sum by (action) ({new_events('gpuwatch_recovery_decisions_total', '$__range')})",
+                        events_by("action", "gpuwatch_recovery_decisions_total", "$__range"),
                         "{{action}}",
                         instant=True,
                     )
@@ -1079,7 +1120,7 @@ def incidents() -> Dashboard:
                 "Work since the last checkpoint plus downtime.",
                 [
                     target(
-                        f"sum by (reason) ({new_events('gpuwatch_lost_gpu_hours_total', '$__range')})",
+                        events_by("reason", "gpuwatch_lost_gpu_hours_total", "$__range"),
                         "{{reason}}",
                         instant=True,
                     )
@@ -1091,7 +1132,7 @@ def incidents() -> Dashboard:
                 "Detections by kind.",
                 [
                     target(
-                        f"sum by (kind) ({new_events('gpuwatch_detections_total', '$__range')})",
+                        events_by("kind", "gpuwatch_detections_total", "$__range"),
                         "{{kind}}",
                         instant=True,
                     )

@@ -89,6 +89,14 @@ class Settings(BaseSettings):
     recovery_no_progress_n: int = Field(default=3, ge=0, description="checkpoint step stuck over N restarts: stop")
     recovery_exclude_ttl_s: float = Field(default=3600.0, ge=0, description="how long a blamed node stays excluded")
     recovery_dry_run: bool = Field(default=False, description="decide and record, but never act")
+    executor: str | None = Field(
+        default=None, description="the cluster's scheduler (slurm, kubernetes) that drains or cordons blamed nodes"
+    )
+    slurm_bin_dir: Path | None = Field(default=None, description="where scontrol and squeue are (default: PATH)")
+    kubeconfig: Path | None = Field(
+        default=None, description="kubeconfig for the Kubernetes executor (default: in-cluster)"
+    )
+    kube_context: str | None = Field(default=None, description="context in the kubeconfig")
     simulate: int = Field(default=0, ge=0, le=64, description="simulated GPUs instead of NVML")
     client_port: int = Field(default=8601, ge=0, le=65535, description="loopback port for training clients")
     sysfs_root: Path = Field(default=Path("/sys"), description="where InfiniBand counters are read from")

@@ -18,11 +18,14 @@ from gpuwatch.protocol import GpuInfo
 from server.api.deps import Services
 from server.api.routes import health, ingest, read, recovery, runs
 from server.detections import record
+from server.incidents.recover import expire_exclusions
 from server.incidents.watch import SilenceWatch
+from server.notify import Notifier
 from server.store.db import make_engine, make_sessionmaker
 from server.store.migrate import check_schema
 from server.store.models import Gpu, Node
 from server.telemetry.exporter import IngestMetrics, MetricsExporter
+from server.telemetry.incidents import IncidentCollector
 from server.telemetry.jobs import JobTracker
 from server.telemetry.latest import Telemetry
 from server.watchdog import Watchdog
@@ -49,18 +52,25 @@ def create_app(settings: Settings) -> FastAPI:
     exporter = MetricsExporter(
         telemetry, registry, settings.node_timeout_s, jobs=jobs, max_rank_series=settings.max_rank_series
     )
-    svc = Services(settings, engine, sessions, telemetry, exporter, jobs, IngestMetrics(registry))
+    registry.register(IncidentCollector(sessions))
+    notifier = Notifier.from_settings(settings, registry)
+    svc = Services(settings, engine, sessions, telemetry, exporter, jobs, IngestMetrics(registry), notifier)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         silence = SilenceWatch(svc)
         watchdog = Watchdog(
-            [("hang", lambda: record(svc, svc.jobs.check_hangs())), ("silent node", silence.check)],
+            [
+                ("hang", lambda: record(svc, svc.jobs.check_hangs())),
+                ("silent node", silence.check),
+                ("exclusion expiry", lambda: expire_exclusions(svc)),
+            ],
             settings.hang_check_s,
         )
         watchdog.start()
         yield
         watchdog.stop()
+        notifier.close()
 
     app = FastAPI(
         title="gpuwatch", version=__version__, description="GPU cluster observability and diagnosis", lifespan=lifespan

@@ -1,5 +1,6 @@
 """What the server does with a straggler or hang found by the job tracker: count it, store it as an
-event of the blamed node (so it sits in the same timeline as that node's Xids and logs), log it."""
+event of the blamed node (so it sits in the same timeline as that node's Xids and logs), log it; a
+hang also opens an incident on the job's running run (see `server.incidents.watch`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 
 from server.api.deps import Services
+from server.incidents.watch import open_hang_incident
 from server.store.db import transaction
 from server.store.models import EventRow, Node
 from server.telemetry.jobs import Detection
@@ -23,6 +25,8 @@ def record(svc: Services, detections: list[Detection]) -> None:
     for d in detections:
         svc.metrics.detections.labels(d.kind).inc()
         log.warning("%s: %s", d.kind, d.message)
+        if d.kind == "hang":  # the recovery policy's business: kill the hung run and restart it
+            open_hang_incident(svc, d.job, d.node, d.message)
         with transaction(svc.sessions) as session:
             node_id = session.scalar(select(Node.id).where(Node.name == d.node)) if d.node else None
             if node_id is None:

@@ -13,6 +13,7 @@ from sqlalchemy.pool import NullPool
 
 from gpuwatch.config import Settings
 from tests.helpers import InProcessServer, migrated_sqlite
+from tests.slurm_cluster import SlurmCluster, slurm_cluster
 
 os.environ.pop("GPUWATCH_CONFIG", None)  # a developer's own config must not leak into tests
 
@@ -81,3 +82,16 @@ def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'empty.db'}"
     return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture(scope="session")
+def slurm_session() -> Iterator[SlurmCluster]:
+    """One real single-node Slurm for the whole run (tests/slurm_cluster.py); skipped without it."""
+    with slurm_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def slurm(slurm_session: SlurmCluster) -> Iterator[SlurmCluster]:
+    yield slurm_session
+    slurm_session.reset()

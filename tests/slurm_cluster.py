@@ -104,9 +104,15 @@ class SlurmCluster:
         """Cancel every job and resume the node, so that each test starts on an idle cluster."""
         self.run("scancel", "--quiet", "--user=root", check=False)
         wait_until(lambda: not self.run("squeue", "--noheader").stdout.strip(), timeout=30, what="jobs to end")
+        # A node resumed while a cancelled job's kill is still in flight can stay "mixed" with nothing on
+        # it: let the controller see the node free first.
+        wait_until(lambda: " CPUAlloc=0 " in self._node_text(), timeout=30, what=f"{self.node} to be free")
         if self.node_info()[0] != "idle":
             self.run("scontrol", "update", f"NodeName={self.node}", "State=RESUME", check=False)
             wait_until(lambda: self.node_info()[0] == "idle", timeout=30, what=f"{self.node} to be idle")
+
+    def _node_text(self) -> str:
+        return " " + " ".join(self.run("scontrol", "show", "node", self.node).stdout.split()) + " "
 
     def _start(self, argv: list[str], name: str) -> None:
         log = open(self.root / "log" / f"{name}.out", "ab")  # noqa: SIM115 - the daemon writes it until stop()

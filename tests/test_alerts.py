@@ -76,7 +76,11 @@ def test_every_alert_has_for_severity_summary_and_a_runbook_that_exists() -> Non
 
 
 def _codes(expr: str) -> set[int]:
-    return {int(code) for code in re.findall(r"DCGM_FI_DEV_XID_ERRORS\[10m\]\) == (\d+)", expr)}
+    """The Xid codes an alert selects from gpuwatch_xid_events_total; every selector of it in the
+    expression must name the same ones."""
+    selectors = re.findall(r'gpuwatch_xid_events_total\{xid=~?"([\d|]+)"\}', expr)
+    assert selectors and len(set(selectors)) == 1, expr
+    return {int(code) for code in selectors[0].split("|")}
 
 
 def test_xid_alerts_follow_the_diagnosis_xid_table() -> None:

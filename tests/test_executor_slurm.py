@@ -4,7 +4,6 @@ real nodes drained and resumed, real scontrol error messages."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,19 +11,7 @@ import pytest
 from server.executors import JobTarget, executor_for
 from server.executors.slurm import SlurmExecutor
 from tests.helpers import wait_until
-from tests.slurm_cluster import GHOST, NODE, SlurmCluster, slurm_cluster
-
-
-@pytest.fixture(scope="session")
-def slurm_session() -> Iterator[SlurmCluster]:
-    with slurm_cluster() as cluster:
-        yield cluster
-
-
-@pytest.fixture
-def slurm(slurm_session: SlurmCluster) -> Iterator[SlurmCluster]:
-    yield slurm_session
-    slurm_session.reset()
+from tests.slurm_cluster import GHOST, NODE, SlurmCluster
 
 
 @pytest.fixture

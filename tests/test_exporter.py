@@ -1,13 +1,17 @@
-"""The /metrics rendering of telemetry: names, units, absent fields, and silent GPUs."""
+"""The /metrics rendering of telemetry: names, units, absent fields, silent GPUs, and the server's own
+counters."""
 
 from __future__ import annotations
 
+import httpx
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuwatch.protocol import GpuInfo, GpuSample
+from gpuwatch.taxonomy import REASONS
 from server.telemetry.exporter import MetricsExporter
 from server.telemetry.latest import Telemetry
+from tests.helpers import InProcessServer
 
 
 class Clock:
@@ -79,3 +83,35 @@ def test_node_down_after_timeout_and_counters_keep_dcgm_names() -> None:
     assert 'gpuwatch_agent_dropped_total{kind="logs",node="n1"} 7.0' in text
     clock.now = 2_031.0
     assert 'gpuwatch_node_up{instance="n1",node="n1"} 0.0' in _render(t, clock)
+
+
+def test_counters_of_known_label_values_are_at_zero_on_a_fresh_server(live_server: InProcessServer) -> None:
+    """So that increase() and rate() see their first event (a series born at 1 shows none)."""
+    text = httpx.get(f"{live_server.url}/metrics").text
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+    def values(name: str, label: str) -> dict[str, float]:
+        return {dict(labels)[label]: v for (n, labels), v in samples.items() if n == name}
+
+    taxonomy = {(reason, info.category): 0.0 for reason, info in REASONS.items()}
+    for name in ("gpuwatch_failures_total", "gpuwatch_lost_gpu_hours_total"):
+        by_reason = {
+            (dict(labels)["reason"], dict(labels)["category"]): v for (n, labels), v in samples.items() if n == name
+        }
+        assert by_reason == taxonomy, name
+    assert values("gpuwatch_incidents_total", "trigger") == dict.fromkeys(
+        ["run_failed", "xid", "node_silent", "hang"], 0.0
+    )
+    assert values("gpuwatch_recovery_decisions_total", "action") == dict.fromkeys(
+        ["restart", "restart_exclude_node", "notify", "stop", "dry_run"], 0.0
+    )
+    assert values("gpuwatch_detections_total", "kind") == {"straggler": 0.0, "hang": 0.0}
+    assert values("gpuwatch_ingest_batches_total", "outcome") == dict.fromkeys(["stored", "duplicate", "rejected"], 0.0)
+    # Labelled by what only an event names: nothing yet, but declared.
+    assert values("gpuwatch_restarts_total", "job") == {} and values("gpuwatch_xid_events_total", "xid") == {}
+    assert "# TYPE gpuwatch_xid_events_total counter" in text
+    assert "# TYPE gpuwatch_incident_info gauge" in text and "\ngpuwatch_incident_info{" not in text

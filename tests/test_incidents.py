@@ -100,7 +100,7 @@ def test_failed_run_is_diagnosed_from_streamed_logs_within_two_seconds(tmp_path:
         failures = {
             (s.labels["reason"], s.labels["category"]): s.value
             for s in families["gpuwatch_failures"].samples
-            if s.name == "gpuwatch_failures_total"
+            if s.name == "gpuwatch_failures_total" and s.value
         }
         assert failures == {("gpu_hardware", "infrastructure"): 1.0}
         ok = httpx.post(f"{base}/api/v1/runs", json={"job": "llama-70b"}, headers=auth).json()

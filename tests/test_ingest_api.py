@@ -81,6 +81,41 @@ def test_replayed_batch_stores_nothing_twice(live_server: InProcessServer, node:
     assert 'gpuwatch_ingest_duplicate_items_total{kind="log"} 7.0' in metrics
 
 
+def _xid_counts(client: httpx.Client) -> dict[tuple[str, str, str], float]:
+    """gpuwatch_xid_events_total by (instance, gpu, xid)."""
+    return {
+        (s.labels["instance"], s.labels["gpu"], s.labels["xid"]): s.value
+        for family in text_string_to_metric_families(client.get("/metrics").text)
+        for s in family.samples
+        if s.name == "gpuwatch_xid_events_total"
+    }
+
+
+def test_xid_events_are_counted_once_by_node_gpu_and_code(node: httpx.Client) -> None:
+    assert _xid_counts(node) == {}
+    ts = time.time()
+    batch = _batch(1, ts=ts)
+    batch.events += [
+        Event(stream="gpu:sim", seq=1, ts=ts, kind="xid", gpu=1, message="Xid 13", data={"xid": 13}),
+        Event(
+            stream="gpu:sim", seq=2, ts=ts, kind="xid", gpu=None, message="Xid 48 on an unknown GPU", data={"xid": 48}
+        ),
+        Event(stream="gpu:sim", seq=3, ts=ts, kind="gpu_lost", gpu=1, message="GPU 1 lost", data={"xid": 79}),
+    ]
+    assert _post(node, batch).json()["events"] == 4
+    counted = {("node-a", "1", "79"): 1.0, ("node-a", "1", "13"): 1.0, ("node-a", "", "48"): 1.0}
+    assert _xid_counts(node) == counted
+    # A replay of the batch, and its Xid re-batched under a new id, count nothing.
+    assert _post(node, batch).json()["duplicate"] is True
+    rebatched = _batch(2, lines=range(5, 6), ts=ts)  # the same Xid event (gpu:sim, 0) as batch 1's
+    assert _post(node, rebatched).json()["events"] == 0
+    assert _xid_counts(node) == counted
+    # A new Xid 79 on the same GPU adds to its series.
+    again = Batch(batch_id=3, events=[Event(stream="gpu:sim", seq=4, ts=ts, kind="xid", gpu=1, data={"xid": 79})])
+    assert _post(node, again).json()["events"] == 1
+    assert _xid_counts(node) == {**counted, ("node-a", "1", "79"): 2.0}
+
+
 def test_malformed_json_is_422_naming_the_field(node: httpx.Client) -> None:
     raw = json.loads(_batch(1).model_dump_json())
     raw["samples"][1]["util_gpu"] = "very busy"

@@ -51,13 +51,21 @@ class Cluster:
     def restart_server(self) -> None:
         self.server = start_server(self.tmp / "srv", self.port, self.tmp / "server.log", _SERVER_ENV)
 
-    def supervise(self, job: str, *train_args: str, policy: tuple[str, ...] = ()) -> tuple[Proc, Path, Path]:
+    def supervise(
+        self,
+        job: str,
+        *train_args: str,
+        policy: tuple[str, ...] = (),
+        grace_s: float = 30,
+        env: dict[str, str] | None = None,
+    ) -> tuple[Proc, Path, Path]:
         ckpt, out = self.tmp / job / "ckpt", self.tmp / job / "out"
         args = ["run", "--job", job, "--checkpoint-dir", str(ckpt), "--server", self.base, "--token", self.token]
-        args += ["--node", NODE, "--data-dir", str(self.tmp / "sup"), "--grace", "30", "--decision-timeout", "10"]
+        args += ["--node", NODE, "--data-dir", str(self.tmp / "sup"), "--grace", str(grace_s)]
+        args += ["--decision-timeout", "10"]
         for p in policy:
             args += ["--policy", p]
-        proc = Proc([*args, "--", *_torchrun(ckpt, out, *train_args)], self.tmp / f"{job}.log")
+        proc = Proc([*args, "--", *_torchrun(ckpt, out, *train_args)], self.tmp / f"{job}.log", env)
         return proc, ckpt, out
 
     def incidents(self, job_id: int | None = None) -> list[dict]:
@@ -72,7 +80,11 @@ class Cluster:
         return httpx.get(f"{self.base}/api/v1/jobs/{self.job(name)['id']}/runs", timeout=5).json()
 
 
-_SERVER_ENV = {"GPUWATCH_INCIDENT_SETTLE_S": "0.3", "GPUWATCH_RECOVERY_EXCLUDE_TTL_S": "600"}
+_SERVER_ENV = {
+    "GPUWATCH_INCIDENT_SETTLE_S": "0.3",
+    "GPUWATCH_RECOVERY_EXCLUDE_TTL_S": "600",
+    "GPUWATCH_HANG_CHECK_S": "0.25",
+}
 
 
 @pytest.fixture
@@ -173,6 +185,39 @@ def test_xid_and_killed_rank_restart_on_the_checkpoint_excluding_the_node(
     metrics = httpx.get(f"{cluster.base}/metrics").text
     assert 'gpuwatch_restarts_total{job="xid-job",reason="gpu_hardware"} 1.0' in metrics
     assert f'gpuwatch_excluded_nodes{{node="{NODE}"}} 1.0' in metrics
+
+
+def test_hung_job_is_killed_and_restarted_from_its_checkpoint(
+    cluster: Cluster, baseline: dict[str, torch.Tensor]
+) -> None:
+    """Rank 0 stops stepping (alive, idle; rank 1 waits in its all-reduce): the server's job tracker sees
+    no progress on idle GPUs past the hang timeout, decides `hang` → restart, and the supervisor stops
+    the hung job and restarts it from its checkpoint."""
+    client_port = free_port()
+    args = ["--server", cluster.base, "--token", cluster.token, "--node", NODE, "--simulate", "2", "--flush", "0.5"]
+    agent = Proc(
+        ["agent", *args, "--interval", "0.5", "--client-port", str(client_port), "--data-dir", str(cluster.tmp / "a")],
+        cluster.tmp / "agent.log",
+    )
+    env = {
+        "GPUWATCH_AGENT_URL": f"http://127.0.0.1:{client_port}",
+        "GPUWATCH_HANG_TIMEOUT": "3",
+        "OMP_NUM_THREADS": "1",
+    }
+    try:
+        proc, _, out = cluster.supervise("hang-job", "--hang-at", "12", "--step-s", "0.05", grace_s=3, env=env)
+        assert _finish(proc) == 0, proc.output()[-3000:]
+    finally:
+        agent.stop()
+    assert "the server decided about the running job" in proc.output()
+    _assert_same_params(out, baseline)
+    attempts = _attempts(out)
+    assert [int(a["start"]) for a in attempts] == [0, 10], "restarted from the checkpoint of step 10"
+    (incident,) = cluster.incidents(cluster.job("hang-job")["id"])
+    assert (incident["trigger"], incident["diagnosis"]["reason"], incident["state"]) == ("hang", "hang", "resolved")
+    assert _decision(incident)["params"]["outcome"] == "restart"
+    runs = sorted(cluster.runs("hang-job"), key=lambda r: r["attempt"])
+    assert [r["state"] for r in runs] == ["failed", "succeeded"]
 
 
 def test_preemption_saves_an_emergency_checkpoint_and_loses_no_step(

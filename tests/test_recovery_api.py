@@ -76,3 +76,36 @@ def test_supervisor_decision_outside_the_taxonomy_is_refused_and_nothing_recorde
     assert client.get(f"/api/v1/runs/{run}/decision").json()["state"] == "pending", "the run is still open"
     assert client.get("/api/v1/runs/999/decision").status_code == 404
     assert httpx.post(f"{client.base_url}/api/v1/recovery/pause", json={"paused": True}).status_code == 401
+
+
+def test_an_exclusion_is_released_when_its_time_is_up(settings: Settings) -> None:
+    """A supervisor's own decision (server away at the time) excludes the node; the watchdog releases it
+    after `recovery_exclude_ttl_s`, and the gauge goes back to 0."""
+    config = settings.model_copy(update={"recovery_exclude_ttl_s": 0.5, "hang_check_s": 0.05})
+    with InProcessServer(config) as srv:
+        token = new_token(config.effective_database_url, "node-x")
+        with httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {token}"}, timeout=10) as c:
+            run = c.post("/api/v1/runs", json={"job": "x", "key": "x-1"}).json()["id"]
+            diagnosis = {"reason": "gpu_hardware", "node": "node-x", "evidence": [], "source": "rules"}
+            decision = {
+                "reason": "gpu_hardware",
+                "action": "restart_exclude_node",
+                "rule": "restart",
+                "restart": True,
+                "exclude_nodes": ["node-x"],
+                "at": time.time(),
+                "node": "node-x",
+            }
+            body = {"exit_code": 1, "diagnosis": diagnosis, "decision": decision, "restarted": True}
+            assert c.post(f"/api/v1/runs/{run}/exit", json=body).status_code == 202
+            excluded = c.get("/api/v1/recovery").json()["excluded"]
+            assert [e["node"] for e in excluded] == ["node-x"]
+            assert 'gpuwatch_excluded_nodes{node="node-x"} 1.0' in c.get("/metrics").text
+            wait_until(lambda: c.get("/api/v1/recovery").json()["excluded"] == [], what="the release")
+            assert 'gpuwatch_excluded_nodes{node="node-x"} 0.0' in c.get("/metrics").text
+            (incident,) = c.get("/api/v1/incidents").json()
+            assert {a["kind"]: a["actor"] for a in incident["actions"]} == {
+                "decision": "supervisor",
+                "exclude_node": "supervisor",
+                "restart": "supervisor",
+            }

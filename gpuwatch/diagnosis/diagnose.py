@@ -27,15 +27,33 @@ def diagnose(sources: list[LogSource], llm: LlmAnalyser | None = None, rules_dir
 def diagnose_silence(node: str, silent_s: float, timeout_s: float) -> Diagnosis:
     """A node whose agent stopped reporting: `node_failure`, blamed on that node. No log can say more,
     because the node that would have written it is the one that went away."""
-    text = f"no data from node {node} for {silent_s:.0f} s (node timeout {timeout_s:.0f} s)"
+    return _observed(
+        "node_failure",
+        "agent-heartbeat",
+        f"no data from node {node} for {silent_s:.0f} s (node timeout {timeout_s:.0f} s)",
+        node,
+        f"The gpuwatch agent on {node} went silent: the node crashed, lost power or lost its network.",
+        "node-silent",
+    )
+
+
+def diagnose_hang(message: str, node: str | None) -> Diagnosis:
+    """A job that stopped stepping while its GPUs idle (the server's job tracker saw it): `hang`."""
+    return _observed(
+        "hang", "job-tracker", message, node, "No step progress and idle GPUs past the hang timeout.", "hang"
+    )
+
+
+def _observed(reason: str, source: str, text: str, node: str | None, explanation: str, rule: str) -> Diagnosis:
+    """A diagnosis from what the server observed (not from a log): one evidence line, high confidence."""
     return Diagnosis(
-        reason="node_failure",
+        reason=reason,
         confidence=0.9,
         source="rules",
-        evidence=(Evidence(file="agent-heartbeat", line=1, text=text),),
+        evidence=(Evidence(file=source, line=1, text=text),),
         node=node,
-        explanation=f"The gpuwatch agent on {node} went silent: the node crashed, lost power or lost its network.",
-        rule_id="node-silent",
+        explanation=explanation,
+        rule_id=rule,
     )
 
 

@@ -23,6 +23,7 @@ def upgrade() -> None:
         sa.Column("node_name", sa.String(length=255), nullable=False),
         sa.Column("reason", sa.String(length=64), nullable=False),
         sa.Column("incident_id", sa.Integer(), nullable=True),
+        sa.Column("executor", sa.String(length=32), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("released_at", sa.DateTime(timezone=True), nullable=True),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request
@@ -11,11 +12,30 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpuwatch.config import Settings
+from server.notify import Notifier
 from server.store.models import Node
 from server.store.nodes import node_for_token
 from server.telemetry.exporter import IngestMetrics, MetricsExporter
 from server.telemetry.jobs import JobTracker
 from server.telemetry.latest import Telemetry
+
+
+class DecisionBoard:
+    """Runs decided on since this server started. The decision long poll watches this set instead of
+    querying the database every few milliseconds, and reads the database only once its run is in it
+    (and once when its wait ends, for decisions another server process made)."""
+
+    def __init__(self) -> None:
+        self._runs: set[int] = set()
+        self._lock = threading.Lock()
+
+    def mark(self, run_id: int) -> None:
+        with self._lock:
+            self._runs.add(run_id)
+
+    def __contains__(self, run_id: object) -> bool:
+        with self._lock:
+            return run_id in self._runs
 
 
 @dataclass(slots=True)
@@ -29,6 +49,8 @@ class Services:
     exporter: MetricsExporter
     jobs: JobTracker
     metrics: IngestMetrics
+    notifier: Notifier | None = None  # incident webhooks (server/NOTIFY.md)
+    decided: DecisionBoard = field(default_factory=DecisionBoard)
 
 
 def services(request: Request) -> Services:

@@ -27,7 +27,7 @@ from gpuwatch.diagnosis.model import LogSource
 from gpuwatch.diagnosis.xid import xid_event_line
 from gpuwatch.recovery import Decision
 from server.api.deps import Services
-from server.incidents import recover
+from server.incidents import notices, recover
 from server.store.db import transaction
 from server.store.models import Diagnosis, EventRow, Incident, LogLineRow, Node, Run, utcnow
 
@@ -77,6 +77,7 @@ def open_incident(
         session.flush()
         incident_id = incident.id
     svc.metrics.incidents.labels(trigger).inc()
+    notices.send(svc, "opened", incident_id, None, summary=f"incident opened: {trigger.replace('_', ' ')}")
     if result is not None:
         _store(svc, incident_id, result)
         _recover(svc, incident_id, run_id, result, checkpoint, local)
@@ -209,6 +210,7 @@ def _store(svc: Services, incident_id: int, result: Result) -> None:
         run_failure = incident_row.run_id is not None
     if run_failure:  # failures of jobs; node-level incidents are counted by gpuwatch_incidents_total
         svc.metrics.failures.labels(result.reason, result.category).inc()
+    notices.send(svc, "diagnosed", incident_id, result)
     log.warning("incident %d: %s on %s (%s)", incident_id, result.reason, result.node, result.source)
 
 

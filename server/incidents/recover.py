@@ -4,25 +4,35 @@ The decision is `gpuwatch.recovery.decide` — the same function the supervisor 
 is away — over the job's earlier decisions (its history), the job's policy, the cluster-wide pause
 flag and the latest valid checkpoint the supervisor reported. Every decision is an `actions` row
 (kind `decision`, with who decided), and so is every step taken: `exclude_node` rows for the blamed
-nodes (kept out for `recovery_exclude_ttl_s`), and a `restart` row. A local job's restart is pending
-until its supervisor registers the next run (`restart_of`); a Slurm or Kubernetes job's restart is
-done here through its executor.
+nodes (kept out for `recovery_exclude_ttl_s`, drained or cordoned through the cluster's `executor` or
+the job's scheduler), and a `restart` row. A local job's restart is pending until its supervisor
+registers the next run (`restart_of`); a Slurm or Kubernetes job's restart is done here through its
+executor. Decisions are committed first and the executors called after, so a slow `scontrol` never
+holds a database transaction open; what they answered is written to the same rows.
+
+When a later run of the job succeeds, its open incidents are resolved; an exclusion whose time is up
+is released (the node resumed or uncordoned) by the watchdog.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gpuwatch.config import Settings
 from gpuwatch.diagnosis.model import Diagnosis as Result
 from gpuwatch.recovery import Attempt, Decision, decide
 from gpuwatch.recovery.settings import policy_config
 from server.api.deps import Services
+from server.executors.base import ActionResult, Executor, JobTarget, executor_from_settings
+from server.incidents import notices
 from server.store.db import transaction
 from server.store.models import Action, Exclusion, Flag, Incident, Job, Run, utcnow
 
@@ -63,6 +73,15 @@ def excluded_nodes(session: Session, now: datetime | None = None) -> list[Exclus
     )
 
 
+@dataclass(slots=True)
+class _Todo:
+    """What the executors must do once the decision is committed: (action id, node, executor, reason) drains,
+    and a restart (action id, target, nodes to exclude, reason)."""
+
+    drains: list[tuple[int, str, str, str]] = field(default_factory=list)
+    restart: tuple[int, JobTarget, tuple[str, ...], str] | None = None
+
+
 def decide_for_run(svc: Services, incident_id: int, result: Result, checkpoint: dict[str, Any] | None) -> Decision:
     """The server's decision about a failed run (diagnosed as ``result``); stored, counted, carried out."""
     with transaction(svc.sessions) as session:
@@ -77,7 +96,9 @@ def decide_for_run(svc: Services, incident_id: int, result: Result, checkpoint: 
             exit_code=run.exit_code,
             checkpoint_step=(checkpoint or {}).get("step"),
         )
-        _record(session, svc, incident, job, run, decision, checkpoint, actor="server")
+        todo = _record(session, svc, incident, job, run, decision, checkpoint, actor="server")
+    _carry_out(svc, todo)
+    notices.send(svc, "decided", incident_id, result, decision)
     return decision
 
 
@@ -87,7 +108,10 @@ def record_local(
     """A decision the supervisor took by itself while the server was away, recorded as it happened."""
     with transaction(svc.sessions) as session:
         incident, job, run = _context(session, incident_id)
-        _record(session, svc, incident, job, run, decision, checkpoint, actor="supervisor", restarted=restarted)
+        todo = _record(session, svc, incident, job, run, decision, checkpoint, actor="supervisor", restarted=restarted)
+        result = Result.from_json({"reason": decision.reason, "node": decision.node, "source": "rules"})
+    _carry_out(svc, todo)
+    notices.send(svc, "decided", incident_id, result, decision)
 
 
 def _context(session: Session, incident_id: int) -> tuple[Incident, Job, Run]:
@@ -100,11 +124,56 @@ def _context(session: Session, incident_id: int) -> tuple[Incident, Job, Run]:
 
 
 def exclude_for_incident(svc: Services, incident_id: int, result: Result) -> None:
-    """A node-level incident (fatal Xid, silent node) whose reason blames the node: exclude it."""
+    """A node-level incident (fatal Xid, silent node) whose reason blames the node: exclude it (drained
+    by the cluster's `executor`, else by the scheduler of the job running there, if any)."""
     if result.action != "restart_exclude_node" or not result.node:
         return
     with transaction(svc.sessions) as session:
-        _exclude(session, svc, [result.node], result.reason, incident_id, None)
+        incident = session.get(Incident, incident_id)
+        job = session.get(Job, incident.job_id) if incident is not None and incident.job_id is not None else None
+        todo = _Todo()
+        _exclude(session, svc, todo, [result.node], result.reason, incident_id, job)
+    _carry_out(svc, todo)
+
+
+def resolve_job(svc: Services, job_id: int, run_id: int) -> list[int]:
+    """A run of the job succeeded: its decided incidents are over. Returns their ids."""
+    with transaction(svc.sessions) as session:
+        incidents = list(
+            session.scalars(select(Incident).where(Incident.job_id == job_id, Incident.state == "decided"))
+        )
+        for incident in incidents:
+            incident.state, incident.closed_at = "resolved", utcnow()
+        resolved = [i.id for i in incidents]
+    for incident_id in resolved:
+        notices.send(svc, "resolved", incident_id, None, None, summary=f"run {run_id} of the job succeeded")
+    return resolved
+
+
+def expire_exclusions(svc: Services) -> list[str]:
+    """Release the exclusions whose time is up (resume / uncordon the node); the nodes released."""
+    now = datetime.now(UTC)
+    with transaction(svc.sessions) as session:
+        expired = list(
+            session.scalars(select(Exclusion).where(Exclusion.released_at.is_(None), Exclusion.expires_at <= now))
+        )
+        for e in expired:
+            e.released_at = now
+        released = [(e.node_name, e.executor) for e in expired]
+    still = {e.node_name for e in _current(svc)}
+    for node, executor in released:
+        if node in still:  # excluded again meanwhile by a newer exclusion
+            continue
+        svc.metrics.excluded_nodes.labels(node).set(0)
+        if executor:
+            outcome = _executor(svc.settings, executor).release_node(node)
+            log.warning("exclusion of %s over: %s", node, outcome.detail)
+    return [node for node, _ in released]
+
+
+def _current(svc: Services) -> list[Exclusion]:
+    with svc.sessions() as session:
+        return excluded_nodes(session)
 
 
 def _record(
@@ -118,21 +187,23 @@ def _record(
     *,
     actor: str,
     restarted: bool = False,
-) -> None:
+) -> _Todo:
+    todo = _Todo()
     params = {**decision.to_json(), "checkpoint": checkpoint, "run_id": run.id}
     session.add(
         Action(incident_id=incident.id, job_id=job.id, kind="decision", actor=actor, params=params, status="done")
     )
     incident.state = "decided"
+    svc.decided.mark(run.id)
     m = svc.metrics
     m.decisions.labels(decision.outcome).inc()
     if run.ended_at is not None:
         m.restart_seconds.observe(max(0.0, (utcnow() - run.ended_at).total_seconds()))
     log.warning("job %s run %d: %s (%s, by %s)", job.name, run.attempt, decision.outcome, decision.why, actor)
     if not decision.restart:
-        return
+        return todo
     m.restarts.labels(job.name, decision.reason).inc()
-    _exclude(session, svc, list(decision.exclude_nodes), decision.reason, incident.id, job.id, actor)
+    _exclude(session, svc, todo, list(decision.exclude_nodes), decision.reason, incident.id, job, actor)
     restart = Action(
         incident_id=incident.id,
         job_id=job.id,
@@ -143,52 +214,88 @@ def _record(
         status="done" if restarted else "pending",
     )
     session.add(restart)
+    session.flush()
     if job.scheduler != "local" and not restarted:
-        _execute(svc, job, restart, decision)
+        target = JobTarget(job.scheduler, job.external_id)
+        todo.restart = (restart.id, target, decision.exclude_nodes, decision.reason)
+    return todo
 
 
 def _exclude(
     session: Session,
     svc: Services,
+    todo: _Todo,
     nodes: list[str],
     reason: str,
     incident_id: int,
-    job_id: int | None,
+    job: Job | None,
     actor: str = "server",
 ) -> None:
     ttl = timedelta(seconds=svc.settings.recovery_exclude_ttl_s)
     current = {e.node_name for e in excluded_nodes(session)}
+    executor = svc.settings.executor or (job.scheduler if job is not None and job.scheduler != "local" else None)
     for node in nodes:
         if node in current:
             continue
-        session.add(Exclusion(node_name=node, reason=reason, incident_id=incident_id, expires_at=utcnow() + ttl))
         session.add(
-            Action(
-                incident_id=incident_id,
-                job_id=job_id,
-                kind="exclude_node",
-                actor=actor,
-                params={"node": node, "ttl_s": ttl.total_seconds()},
-                status="done",
+            Exclusion(
+                node_name=node, reason=reason, incident_id=incident_id, executor=executor, expires_at=utcnow() + ttl
             )
         )
+        action = Action(
+            incident_id=incident_id,
+            job_id=job.id if job is not None else None,
+            kind="exclude_node",
+            executor=executor,
+            actor=actor,
+            params={"node": node, "ttl_s": ttl.total_seconds()},
+            status="pending" if executor else "done",
+        )
+        session.add(action)
+        session.flush()
+        if executor:
+            todo.drains.append((action.id, node, executor, reason))
         svc.metrics.excluded_nodes.labels(node).set(1)
 
 
-def _execute(svc: Services, job: Job, restart: Action, decision: Decision) -> None:
-    """A Slurm or Kubernetes job: restart it through its executor (errors are recorded, not raised)."""
-    from server.executors.base import JobTarget, executor_for
-
-    try:
-        executor = executor_for(job.scheduler)
-        for node in decision.exclude_nodes:
-            executor.exclude_node(node, reason=decision.reason)
-        outcome = executor.restart(
-            JobTarget(job.scheduler, job.external_id), exclude_nodes=decision.exclude_nodes, reason=decision.reason
+def _carry_out(svc: Services, todo: _Todo) -> None:
+    """Drain the excluded nodes, then restart the job, through their executors; write down the outcome."""
+    for action_id, node, name, reason in todo.drains:
+        _act(
+            svc,
+            action_id,
+            lambda node=node, name=name, reason=reason: _executor(svc.settings, name).exclude_node(node, reason=reason),
         )
-        restart.status = "done" if outcome.ok else "failed"
-        restart.detail = outcome.detail
-        restart.params = {**restart.params, "commands": list(outcome.commands)}
-    except Exception as exc:  # a broken executor must not lose the decision already recorded
-        restart.status, restart.detail = "failed", f"{type(exc).__name__}: {exc}"
-    restart.finished_at = utcnow()
+    if todo.restart is not None:
+        action_id, target, nodes, reason = todo.restart
+        _act(
+            svc,
+            action_id,
+            lambda: _executor(svc.settings, target.executor).restart(target, exclude_nodes=nodes, reason=reason),
+        )
+
+
+def _act(svc: Services, action_id: int, call: Callable[[], ActionResult]) -> None:
+    """Run one executor call and store its outcome on its action; errors are recorded, never raised
+    (the decision is stored already)."""
+    try:
+        outcome = call()
+        status, detail, commands = ("done" if outcome.ok else "failed"), outcome.detail, list(outcome.commands)
+    except Exception as exc:  # a broken executor must not lose the decision
+        status, detail, commands = "failed", f"{type(exc).__name__}: {exc}", []
+    with transaction(svc.sessions) as session:
+        action = session.get(Action, action_id)
+        if action is not None:
+            action.status, action.detail, action.finished_at = status, detail, utcnow()
+            action.params = {**action.params, "commands": commands}
+
+
+_executors: dict[tuple[str, ...], Executor] = {}
+
+
+def _executor(settings: Settings, name: str) -> Executor:
+    """One executor per scheduler and configuration (a Kubernetes client is costly to build)."""
+    key = (name, str(settings.slurm_bin_dir), str(settings.kubeconfig), str(settings.kube_context))
+    if key not in _executors:
+        _executors[key] = executor_from_settings(name, settings)
+    return _executors[key]

@@ -6,8 +6,11 @@ unless one was opened for it within `incident_dedupe_s`: an Xid storm is one inc
 than the look-back (a kernel buffer replayed by a freshly started agent) open nothing.
 
 A node whose agent has not been heard from for `node_timeout_s` opens one `node_silent` incident per
-silence, diagnosed `node_failure` at once. Only nodes heard from since this server started are
-watched (the last-seen times live in memory).
+silence, diagnosed `node_failure` at once; the runs of Slurm and Kubernetes jobs on it are failed and
+get an incident each, so the policy restarts them through their executor. Only nodes heard from
+since this server started are watched (the last-seen times live in memory).
+
+A hung job (the job tracker's detection) opens a `hang` incident on its running run, decided at once.
 """
 
 from __future__ import annotations
@@ -16,15 +19,16 @@ import logging
 import time
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from gpuwatch.diagnosis.diagnose import diagnose_silence
+from gpuwatch.diagnosis.diagnose import diagnose_hang, diagnose_silence
 from gpuwatch.diagnosis.xid import fatal_xid_in_line, xid_reason
 from gpuwatch.protocol import Batch
 from server.api.deps import Services
 from server.incidents.diagnose import KERNEL_STREAM, LOOKBACK, open_incident
-from server.store.models import Incident, JobRank, Node, Run
+from server.store.db import transaction
+from server.store.models import Incident, Job, JobRank, Node, Run, utcnow
 
 log = logging.getLogger("gpuwatch.server.incidents")
 
@@ -61,14 +65,36 @@ def open_xid_incident(svc: Services, node_id: int, node_name: str, codes: list[i
 
 
 def running_job(session: Session, node_id: int) -> int | None:
-    """The job with a running run and a rank on the node (the latest, if several)."""
+    """The job with a running run on the node: supervised there, or with a rank there (the latest)."""
     return session.scalar(
         select(Run.job_id)
-        .join(JobRank, JobRank.job_id == Run.job_id)
-        .where(JobRank.node_id == node_id, Run.state == "running")
+        .outerjoin(JobRank, JobRank.job_id == Run.job_id)
+        .where(Run.state == "running", or_(Run.node_id == node_id, JobRank.node_id == node_id))
         .order_by(Run.id.desc())
         .limit(1)
     )
+
+
+def open_hang_incident(svc: Services, job_name: str, node_name: str | None, message: str) -> int | None:
+    """A hung job: a `hang` incident on its running run, decided at once (restart kills the hung run:
+    its supervisor stops it when it sees the decision, a scheduler's executor requeues it)."""
+    with svc.sessions() as session:
+        run = session.scalar(
+            select(Run)
+            .join(Job, Job.id == Run.job_id)
+            .where(Job.name == job_name, Run.state == "running")
+            .order_by(Run.id.desc())
+            .limit(1)
+        )
+        if run is None or session.scalar(select(Incident.id).where(Incident.run_id == run.id)) is not None:
+            return None  # not a run gpuwatch knows of, or already being dealt with
+        node_id = session.scalar(select(Node.id).where(Node.name == node_name)) if node_name else None
+        node_id = node_id or run.node_id
+        run_id = run.id
+    if node_id is None:
+        return None
+    log.warning("job %s hung: %s", job_name, message)
+    return open_incident(svc, node_id=node_id, trigger="hang", run_id=run_id, result=diagnose_hang(message, node_name))
 
 
 class SilenceWatch:
@@ -103,4 +129,24 @@ class SilenceWatch:
             opened.append(
                 open_incident(self._svc, node_id=node_id, trigger="node_silent", job_id=job_id, result=result)
             )
+            for run_id in self._fail_scheduled_runs(node_id):
+                opened.append(
+                    open_incident(self._svc, node_id=node_id, trigger="node_silent", run_id=run_id, result=result)
+                )
         return opened
+
+    def _fail_scheduled_runs(self, node_id: int) -> list[int]:
+        """The running runs of Slurm/Kubernetes jobs on the node, now failed: their scheduler restarts them
+        (through the executor) once the policy decides. A local run is left to its supervisor: if the
+        node is alive it reports the exit itself; if the node died, so did the supervisor."""
+        with transaction(self._svc.sessions) as session:
+            runs = list(
+                session.scalars(
+                    select(Run)
+                    .join(Job, Job.id == Run.job_id)
+                    .where(Run.node_id == node_id, Run.state == "running", Job.scheduler != "local")
+                )
+            )
+            for run in runs:
+                run.state, run.ended_at = "failed", utcnow()
+            return [run.id for run in runs]

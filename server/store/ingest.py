@@ -8,13 +8,13 @@ makes each line stored once even when an agent re-batches after a crash.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sqlalchemy import case, select, update
 from sqlalchemy.orm import Session
 
-from gpuwatch.protocol import Batch, BatchAck, GpuInfo, GpuSample
+from gpuwatch.protocol import Batch, BatchAck, Event, GpuInfo, GpuSample
 from server.store.jobs import IDLE_UTIL, store_job_data
 from server.store.models import EventRow, Gpu, GpuRollup, IngestBatch, LogLineRow, Node
 from server.store.nodes import upsert_gpu
@@ -26,6 +26,7 @@ class StoreResult:
     ack: BatchAck
     duplicate_logs: int
     duplicate_events: int
+    new_events: list[Event] = field(default_factory=list)  # the batch's events stored now (not replays)
 
 
 def _dt(ts: float) -> datetime:
@@ -58,7 +59,7 @@ def store_batch(session: Session, node: Node, batch: Batch) -> StoreResult:
             for ln in batch.logs
         ],
     )
-    events = _insert_new(
+    stored_events = _insert_new(
         session,
         EventRow,
         [
@@ -81,16 +82,23 @@ def store_batch(session: Session, node: Node, batch: Batch) -> StoreResult:
     if batch.dropped:
         values["dropped"] = batch.dropped
     session.execute(update(Node).where(Node.id == node.id).values(**values))
-    ack = BatchAck(batch_id=batch.batch_id, samples=len(batch.samples), logs=logs, events=events)
-    return StoreResult(ack, len(batch.logs) - logs, len(batch.events) - events)
+    new_events: list[Event] = []
+    for ev in batch.events:  # the first of the batch's events with a (stream, seq) is the one stored
+        if (ev.stream, ev.seq) in stored_events:
+            stored_events.discard((ev.stream, ev.seq))
+            new_events.append(ev)
+    ack = BatchAck(batch_id=batch.batch_id, samples=len(batch.samples), logs=len(logs), events=len(new_events))
+    return StoreResult(ack, len(batch.logs) - len(logs), len(batch.events) - len(new_events), new_events)
 
 
-def _insert_new(session: Session, model: type[LogLineRow] | type[EventRow], rows: list[dict[str, object]]) -> int:
-    """Insert rows whose (node, stream, seq) is not stored yet; return how many were new."""
+def _insert_new(
+    session: Session, model: type[LogLineRow] | type[EventRow], rows: list[dict[str, object]]
+) -> set[tuple[str, int]]:
+    """Insert rows whose (node, stream, seq) is not stored yet; return the (stream, seq) of those."""
     if not rows:
-        return 0
-    stmt = insert_for(session, model.__table__).on_conflict_do_nothing().returning(model.id)
-    return len(session.execute(stmt, rows).all())
+        return set()
+    stmt = insert_for(session, model.__table__).on_conflict_do_nothing().returning(model.stream, model.seq)
+    return {(stream, seq) for stream, seq in session.execute(stmt, rows).tuples()}
 
 
 def _store_samples(session: Session, node: Node, samples: list[GpuSample]) -> None:

@@ -276,6 +276,7 @@ class Exclusion(Base):
     node_name: Mapped[str] = mapped_column(String(255), index=True)
     reason: Mapped[str] = mapped_column(String(64))
     incident_id: Mapped[int | None] = mapped_column(ForeignKey("incidents.id", ondelete="SET NULL"))
+    executor: Mapped[str | None] = mapped_column(String(32), doc="the scheduler that drained/cordoned it, if any")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
     released_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

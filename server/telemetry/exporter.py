@@ -18,6 +18,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gpuwatch.protocol import GpuSample
+from gpuwatch.taxonomy import REASONS
 from server.telemetry.jobs import JobTracker
 from server.telemetry.latest import GpuState, Telemetry
 
@@ -298,9 +299,21 @@ def _job_families(jobs: JobTracker, max_rank_series: int) -> Iterator[Metric]:
     yield from (throughput, idle, gpu_hours, stragglers, hangs)
 
 
+# Label values known in advance: their counters are exported at 0 from the start, so that
+# increase() and rate() see the first event (a series born at 1 shows no increase).
+INCIDENT_TRIGGERS = ("run_failed", "xid", "node_silent", "hang")
+DECISION_ACTIONS = ("restart", "restart_exclude_node", "notify", "stop", "dry_run")
+DETECTION_KINDS = ("straggler", "hang")
+BATCH_OUTCOMES = ("stored", "duplicate", "rejected")
+
+
 class IngestMetrics:
     """The server's own counters, registered on the app's registry (not the global one, so several
-    apps can live in one test process)."""
+    apps can live in one test process).
+
+    Counters whose label values are known in advance start at 0 for each of them. Those labelled
+    by what only an event names (restarts by job, Xids by GPU) still appear with their first event.
+    """
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.batches = Counter("gpuwatch_ingest_batches", "Ingest batches, by outcome.", ["outcome"], registry=registry)
@@ -361,3 +374,25 @@ class IngestMetrics:
         self.excluded_nodes = Gauge(
             "gpuwatch_excluded_nodes", "Nodes on the recovery exclusion list (1 per node).", ["node"], registry=registry
         )
+        self.xid_events = Counter(
+            "gpuwatch_xid_events",
+            "Xid events stored, by node (instance), GPU index and Xid code.",
+            ["instance", "gpu", "xid"],
+            registry=registry,
+        )
+        self._precreate()
+
+    def _precreate(self) -> None:
+        for reason, info in REASONS.items():
+            self.failures.labels(reason, info.category)
+            self.lost_gpu_hours.labels(reason, info.category)
+        for labelled, values in (
+            (self.incidents, INCIDENT_TRIGGERS),
+            (self.decisions, DECISION_ACTIONS),
+            (self.detections, DETECTION_KINDS),
+            (self.batches, BATCH_OUTCOMES),
+            (self.items, ("sample", "log", "event")),
+            (self.duplicates, ("log", "event")),
+        ):
+            for value in values:
+                labelled.labels(value)

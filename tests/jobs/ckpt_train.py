@@ -46,6 +46,7 @@ def main() -> None:
     ap.add_argument("--fail-at", type=int, default=-1, help="raise at this step")
     ap.add_argument("--fail", choices=["keyerror", "cuda"], default="keyerror")
     ap.add_argument("--fail-always", action="store_true", help="also after a resume (a crash loop)")
+    ap.add_argument("--hang-at", type=int, default=-1, help="rank 0 stops stepping here (alive, idle)")
     args = ap.parse_args()
 
     dist.init_process_group("gloo")
@@ -88,15 +89,18 @@ def main() -> None:
                 config: dict[str, float] = {"lr": 0.05}
                 print(config["warmup_steps"])  # the script's own bug: a KeyError
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
-        x, y = batch(step, rank)
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        for p in model.parameters():
-            dist.all_reduce(p.grad)
-            p.grad.div_(world)
-        opt.step()
-        time.sleep(args.step_s)
+        if step == args.hang_at and not resume and rank == 0:
+            time.sleep(3600)  # hung: alive, no step, idle (the other rank waits in its all-reduce)
+        with gw.step(samples=16):
+            x, y = batch(step, rank)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            for p in model.parameters():
+                dist.all_reduce(p.grad)
+                p.grad.div_(world)
+            opt.step()
+            time.sleep(args.step_s)
         step += 1
         (args.out / f"rank{rank}.progress").write_text(str(step))
         if rank == 0 and step % args.every == 0:

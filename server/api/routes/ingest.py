@@ -8,17 +8,33 @@ from fastapi import APIRouter, Request
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from gpuwatch.protocol import Batch, BatchAck, Heartbeat, RegisterRequest, RegisterResponse
+from gpuwatch.protocol import Batch, BatchAck, Event, Heartbeat, RegisterRequest, RegisterResponse
 from server.api.body import read_model
 from server.api.deps import NodeDep, ServicesDep
 from server.detections import record
 from server.incidents.watch import fatal_xids, open_xid_incident
 from server.store.db import transaction
-from server.store.ingest import store_batch
+from server.store.ingest import StoreResult, store_batch
 from server.store.models import Node, utcnow
 from server.store.nodes import register
+from server.telemetry.exporter import IngestMetrics
 
 router = APIRouter(prefix="/api/v1", tags=["ingest"])
+
+
+def _count_xids(metrics: IngestMetrics, node: str, events: list[Event]) -> None:
+    """Xid history as a counter: the DCGM gauge holds only each GPU's last Xid, so a fatal Xid
+    followed by an application one, or a GPU that stops being exported, would hide it."""
+    for event in events:
+        if event.kind != "xid":
+            continue
+        try:
+            code = int(event.data.get("xid"))
+        except (TypeError, ValueError):
+            continue  # no usable code: stored, but nothing to label the series with
+        if code >= 0:
+            gpu = "" if event.gpu is None else str(event.gpu)
+            metrics.xid_events.labels(node, gpu, str(code)).inc()
 
 
 def _row(session: Session, node: Node) -> Node:
@@ -66,21 +82,23 @@ async def ingest(request: Request, node: NodeDep, svc: ServicesDep) -> BatchAck:
     svc.metrics.request_bytes.inc(getattr(request.state, "body_bytes", 0))
     started = time.perf_counter()
 
-    def work() -> BatchAck:
+    def work() -> StoreResult:
         with transaction(svc.sessions) as session:
             result = store_batch(session, node, batch)
         m = svc.metrics
         m.duplicates.labels("log").inc(result.duplicate_logs)
         m.duplicates.labels("event").inc(result.duplicate_events)
-        return result.ack
+        return result
 
-    ack = await run_in_threadpool(work)
+    result = await run_in_threadpool(work)
+    ack = result.ack
     svc.metrics.latency.set(time.perf_counter() - started)
     svc.metrics.batches.labels("duplicate" if ack.duplicate else "stored").inc()
     if not ack.duplicate:
         svc.metrics.items.labels("sample").inc(ack.samples)
         svc.metrics.items.labels("log").inc(ack.logs)
         svc.metrics.items.labels("event").inc(ack.events)
+        _count_xids(svc.metrics, node.name, result.new_events)
         svc.telemetry.add_samples(node.name, batch.samples)
         svc.telemetry.add_ib(node.name, batch.ib)
         jobs = svc.jobs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from pydantic import BaseModel, Field
@@ -18,6 +18,7 @@ from gpuwatch.recovery.settings import policy_config
 from server.api.body import read_model
 from server.api.deps import NodeDep, ServicesDep, SessionDep
 from server.incidents.diagnose import StreamExit, mark_exit, open_incident
+from server.incidents.recover import resolve_job
 from server.store.db import transaction
 from server.store.jobs import job_ids
 from server.store.models import Action, Diagnosis, Incident, Job, Node, Run, utcnow
@@ -34,6 +35,13 @@ class RunStart(BaseModel):
     restart_of: str | None = Field(default=None, max_length=64, description="key of the failed run it restarts")
     resume_from: str | None = Field(default=None, max_length=4096, description="the checkpoint it resumes from")
     policy: dict[str, Any] | None = Field(default=None, description="recovery policy overrides for the job")
+    scheduler: Literal["local", "slurm", "kubernetes"] = Field(
+        default="local",
+        description="who restarts the job: its supervisor (local), or the server through Slurm/Kubernetes",
+    )
+    external_id: str | None = Field(
+        default=None, max_length=255, description="the scheduler's id: Slurm job id, or namespace/name of a Job"
+    )
 
 
 class RankExit(BaseModel):
@@ -87,9 +95,10 @@ async def start_run(request: Request, response: Response, node: NodeDep, svc: Se
             if body.key is not None and (run := session.scalar(select(Run).where(Run.key == body.key))):
                 return RunStarted(id=run.id, job_id=run.job_id, attempt=run.attempt), False
             job_id = job_ids(session, {body.job}, [])[body.job]
+            job = session.get(Job, job_id)
+            assert job is not None
+            job.scheduler, job.external_id = body.scheduler, body.external_id
             if body.policy is not None:
-                job = session.get(Job, job_id)
-                assert job is not None
                 job.policy = body.policy
             attempt = (session.scalar(select(func.max(Run.attempt)).where(Run.job_id == job_id)) or 0) + 1
             run = Run(
@@ -122,7 +131,8 @@ async def start_run(request: Request, response: Response, node: NodeDep, svc: Se
 async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDep) -> RunEnded:
     """Record the exit; a failed run opens an incident, diagnosed once the last logs have arrived and
     then decided on. A supervisor that decided by itself while the server was away sends its
-    ``diagnosis`` and ``decision``, which are recorded as they were. A repeated exit changes nothing."""
+    ``diagnosis`` and ``decision``, which are recorded as they were. A repeated exit changes nothing.
+    A run that succeeds resolves its job's decided incidents."""
     body = await read_model(request, RunExit, svc.settings.max_body_bytes)
     local = None
     if body.decision is not None or body.diagnosis is not None:
@@ -142,11 +152,17 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
                 incident = session.scalar(select(Incident.id).where(Incident.run_id == run_id))
                 return RunEnded(run_id=run_id, state=run.state, incident_id=incident)
             failed = mark_exit(run, body.exit_code, body.signal)
-            state = run.state
+            state, job_id = run.state, run.job_id
+            # Already decided while it ran (a hang, its node silent): the supervisor stopped it for that.
+            earlier = session.scalar(select(Incident.id).where(Incident.run_id == run_id))
+            if earlier is not None:
+                run.state = state = "failed"
+                return RunEnded(run_id=run_id, state=state, incident_id=earlier)
+        if not failed:
+            resolve_job(svc, job_id, run_id)
+            return RunEnded(run_id=run_id, state=state, incident_id=None)
         streams = [StreamExit(s, None, body.exit_code, body.signal) for s in body.streams]
         streams += [StreamExit(r.stream, r.rank, r.exit_code, r.signal) for r in body.ranks if r.stream]
-        if not failed:
-            return RunEnded(run_id=run_id, state=state, incident_id=None)
         checkpoint = body.checkpoint.model_dump() if body.checkpoint else None
         incident_id = open_incident(
             svc,
@@ -195,11 +211,12 @@ async def run_decision(
                 state="decided", run_id=run_id, incident_id=incident.id, decision=action.params, actor=action.actor
             )
 
-    while True:
-        out = await run_in_threadpool(look)
-        if out.state != "pending" or time.monotonic() >= deadline:
-            return out
+    out = await run_in_threadpool(look)
+    while out.state == "pending" and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
+        if run_id in svc.decided or time.monotonic() >= deadline:
+            out = await run_in_threadpool(look)
+    return out
 
 
 class DiagnosisOut(BaseModel):
