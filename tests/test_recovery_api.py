@@ -102,10 +102,27 @@ def test_an_exclusion_is_released_when_its_time_is_up(settings: Settings) -> Non
             assert [e["node"] for e in excluded] == ["node-x"]
             assert 'gpuwatch_excluded_nodes{node="node-x"} 1.0' in c.get("/metrics").text
             wait_until(lambda: c.get("/api/v1/recovery").json()["excluded"] == [], what="the release")
-            assert 'gpuwatch_excluded_nodes{node="node-x"} 0.0' in c.get("/metrics").text
+            released = 'gpuwatch_excluded_nodes{node="node-x"} 0.0'
+            wait_until(lambda: released in c.get("/metrics").text, what="the gauge back at 0")
             (incident,) = c.get("/api/v1/incidents").json()
             assert {a["kind"]: a["actor"] for a in incident["actions"]} == {
                 "decision": "supervisor",
                 "exclude_node": "supervisor",
                 "restart": "supervisor",
             }
+
+
+def test_reported_checkpoints_are_registered_once(client: httpx.Client) -> None:
+    first = client.post("/api/v1/runs", json={"job": "ck", "key": "ck-1"}).json()
+    ckpt = {"path": "/ckpt/step_000010.pt", "step": 10}
+    for _ in range(2):  # the exit, then its replay
+        client.post(f"/api/v1/runs/{first['id']}/exit", json={"exit_code": 143, "checkpoint": ckpt})
+    second = client.post("/api/v1/runs", json={"job": "ck", "key": "ck-2"}).json()
+    later = {"path": "/ckpt/step_000020.pt", "step": 20}
+    client.post(f"/api/v1/runs/{second['id']}/exit", json={"exit_code": 0, "checkpoint": later})
+    listed = client.get(f"/api/v1/jobs/{first['job_id']}/checkpoints").json()
+    assert [(c["step"], c["path"], c["run_id"]) for c in listed] == [
+        (20, later["path"], second["id"]),
+        (10, ckpt["path"], first["id"]),
+    ]
+    assert client.get("/api/v1/jobs/999/checkpoints").status_code == 404

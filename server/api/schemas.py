@@ -65,6 +65,15 @@ class RunOut(_Out):
     signal: int | None
 
 
+class CheckpointOut(_Out):
+    id: int
+    run_id: int | None
+    path: str
+    step: int | None
+    valid: bool
+    created_at: datetime
+
+
 class LogLineOut(_Out):
     stream: str
     seq: int

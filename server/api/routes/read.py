@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 
 from server.api.deps import ServicesDep, SessionDep
 from server.api.schemas import (
+    CheckpointOut,
     EventOut,
     GpuOut,
     JobOut,
@@ -19,7 +20,7 @@ from server.api.schemas import (
     NodeOut,
     RunOut,
 )
-from server.store.models import EventRow, Gpu, Job, JobRollup, LogLineRow, Node, Run
+from server.store.models import Checkpoint, EventRow, Gpu, Job, JobRollup, LogLineRow, Node, Run
 
 router = APIRouter(prefix="/api/v1", tags=["read"])
 
@@ -116,6 +117,14 @@ def job_utilization(
 def list_runs(job_id: int, session: SessionDep) -> list[Run]:
     get_job(job_id, session)
     return list(session.scalars(select(Run).where(Run.job_id == job_id).order_by(Run.attempt)))
+
+
+@router.get("/jobs/{job_id}/checkpoints", response_model=list[CheckpointOut])
+def list_checkpoints(job_id: int, session: SessionDep) -> list[Checkpoint]:
+    """The job's checkpoints that its supervisor found valid when a run ended, newest step first."""
+    get_job(job_id, session)
+    query = select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.step.desc(), Checkpoint.id.desc())
+    return list(session.scalars(query))
 
 
 @router.get("/runs/{run_id}", response_model=RunOut)

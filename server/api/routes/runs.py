@@ -21,7 +21,8 @@ from server.incidents.diagnose import StreamExit, mark_exit, open_incident
 from server.incidents.recover import resolve_job
 from server.store.db import transaction
 from server.store.jobs import job_ids
-from server.store.models import Action, Diagnosis, Incident, Job, Node, Run, utcnow
+from server.store.models import Action, Checkpoint, Diagnosis, Incident, Job, Node, Run, utcnow
+from server.store.upsert import insert_for
 
 router = APIRouter(prefix="/api/v1", tags=["runs"])
 
@@ -153,6 +154,19 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
                 return RunEnded(run_id=run_id, state=run.state, incident_id=incident)
             failed = mark_exit(run, body.exit_code, body.signal)
             state, job_id = run.state, run.job_id
+            if body.checkpoint is not None:  # the latest valid checkpoint, as the supervisor validated it
+                session.execute(
+                    insert_for(session, Checkpoint.__table__)
+                    .values(
+                        job_id=job_id,
+                        run_id=run_id,
+                        path=body.checkpoint.path,
+                        step=body.checkpoint.step,
+                        valid=True,
+                        created_at=utcnow(),
+                    )
+                    .on_conflict_do_nothing()
+                )
             # Already decided while it ran (a hang, its node silent): the supervisor stopped it for that.
             earlier = session.scalar(select(Incident.id).where(Incident.run_id == run_id))
             if earlier is not None:
