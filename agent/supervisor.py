@@ -333,7 +333,7 @@ class Supervisor:
         streams = [s for s in self._lines if s.startswith(f"run/{key}/")]
         body: dict[str, Any] = {"exit_code": result.code, "signal": result.signal, "streams": streams}
         if checkpoint is not None:
-            body["checkpoint"] = {"path": str(checkpoint.path), "step": checkpoint.step}
+            body["checkpoint"] = {"path": str(checkpoint.path), "step": checkpoint.step, "saved_at": checkpoint.mtime}
         if result.failed:
             self._flush_logs(timeout=5.0)  # the server diagnoses from these lines: deliver them first
         reported = self.api.call("POST", f"/api/v1/runs/{run_id}/exit", json=body) if run_id else None

@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     recovery_no_progress_n: int = Field(default=3, ge=0, description="checkpoint step stuck over N restarts: stop")
     recovery_exclude_ttl_s: float = Field(default=3600.0, ge=0, description="how long a blamed node stays excluded")
     recovery_dry_run: bool = Field(default=False, description="decide and record, but never act")
+    # reports
+    gpu_hour_price: float = Field(default=3.0, ge=0, description="price of one GPU-hour, for the cost of lost work")
+    currency: str = Field(default="USD", max_length=8, description="currency of gpu_hour_price")
     executor: str | None = Field(
         default=None, description="the cluster's scheduler (slurm, kubernetes) that drains or cordons blamed nodes"
     )

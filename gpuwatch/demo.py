@@ -2,16 +2,22 @@
 
 It starts `gpuwatch server` on SQLite and N simulated agents as separate processes, then shows a
 live table of every GPU as the server reports it (so what you see has gone agent → HTTP → server).
+A stand-in training job (`gpuwatch.demo_job`) runs under `gpuwatch run` on the first node: it
+checkpoints, dies of a CUDA error, is diagnosed and restarted from its checkpoint by the server's
+decision, and finishes. The demo then writes the incident's post-mortem (HTML and Markdown) and ends,
+printing its path (with `--duration`, it ends at that time instead).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -20,6 +26,7 @@ from rich.live import Live
 from rich.table import Table
 
 _CLI = [sys.executable, "-m", "gpuwatch"]
+DEMO_JOB = "demo-training"
 
 
 def _free_port() -> int:
@@ -90,13 +97,16 @@ def run_demo(duration: float | None, data_dir: Path | None, nodes: int = 2, gpus
     logs.mkdir(exist_ok=True)
     procs: list[subprocess.Popen[bytes]] = []
 
-    def spawn(args: list[str], log_name: str) -> subprocess.Popen[bytes]:
+    def spawn(args: list[str], log_name: str, extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         with open(logs / log_name, "wb") as out:
-            proc = subprocess.Popen([*_CLI, *args], env=env, stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen([*_CLI, *args], env={**env, **(extra or {})}, stdout=out, stderr=subprocess.STDOUT)
         procs.append(proc)
         return proc
 
     seen: set[tuple[str, int]] = set()
+    report: Path | None = None
+    client_port = _free_port()
+    story: dict[str, object] = {}
     try:
         server = spawn(["server", "--port", str(port)], "server.log")
         _wait_ready(url, server)
@@ -115,18 +125,25 @@ def run_demo(duration: float | None, data_dir: Path | None, nodes: int = 2, gpus
                     "--flush",
                     "1",
                     "--client-port",
-                    "0",
+                    str(client_port) if n == names[0] else "0",
                 ],
                 f"agent-{n}.log",
             )
+        job = _start_job(spawn, url, tokens[names[0]], names[0], data_dir, client_port)
         console.print(f"server {url} · data in {data_dir} · Ctrl-C to stop")
         started = time.monotonic()
         with httpx.Client(base_url=url, timeout=5.0) as http, Live(console=console, refresh_per_second=2) as live:
             while duration is None or time.monotonic() - started < duration:
                 rows = http.get("/api/v1/gpus").json()
                 seen.update((g["node"], g["index"]) for g in rows if g.get("sample"))
-                live.update(_table(rows, url, time.monotonic() - started))
+                story = _story(http, job)
+                table = _table(rows, url, time.monotonic() - started)
+                table.caption = f"{table.caption}\n{story['line']}"
+                live.update(table)
+                if duration is None and story.get("resolved") and len(seen) == nodes * gpus:
+                    break
                 time.sleep(1.0)  # the refresh period of the live table
+            report = _write_postmortem(http, story, data_dir) if story.get("incident") else None
     except KeyboardInterrupt:
         pass
     except (RuntimeError, httpx.HTTPError, subprocess.CalledProcessError) as exc:
@@ -143,9 +160,65 @@ def run_demo(duration: float | None, data_dir: Path | None, nodes: int = 2, gpus
     expected = nodes * gpus
     console.print()
     console.print(f"{len(seen)}/{expected} GPUs reported through the server.")
+    console.print(str(story.get("line", "")))
+    if report is not None:
+        console.print(f"post-mortem: {report} (Markdown beside it: {report.with_suffix('.md')})")
     console.print(
         f"While it ran: metrics at {url}/metrics, API docs at {url}/docs. "
         f"Data and logs kept in {data_dir}; serve them again with "
         f"`gpuwatch server --data-dir {data_dir}`."
     )
     return 0 if len(seen) == expected else 1
+
+
+def _start_job(
+    spawn: Callable[[list[str], str, dict[str, str]], subprocess.Popen[bytes]],
+    url: str,
+    token: str,
+    node: str,
+    data_dir: Path,
+    client_port: int,
+) -> subprocess.Popen[bytes]:
+    """The stand-in training job under `gpuwatch run` on the first node: it fails once and recovers."""
+    ckpt = data_dir / "checkpoints"
+    args = ["run", "--job", DEMO_JOB, "--checkpoint-dir", str(ckpt), "--server", url, "--token", token]
+    args += ["--node", node, "--"]
+    args += [sys.executable, "-m", "gpuwatch.demo_job", "--ckpt-dir", str(ckpt), "--steps", "24", "--fail-at", "17"]
+    args += ["--step-s", "0.4"]
+    # Its steps go to the first node's agent, whose simulated GPU 0 then follows the job's CPU use.
+    return spawn(args, "demo-job.log", {"GPUWATCH_AGENT_URL": f"http://127.0.0.1:{client_port}"})
+
+
+def _story(http: httpx.Client, job: subprocess.Popen[bytes]) -> dict[str, object]:
+    """Where the demo job's failure and recovery stand, in one line."""
+    jobs = http.get("/api/v1/jobs", params={"name": DEMO_JOB}).json()
+    if not jobs:
+        return {"line": f"{DEMO_JOB}: starting"}
+    runs = http.get(f"/api/v1/jobs/{jobs[0]['id']}/runs").json()
+    incidents = [i for i in http.get("/api/v1/incidents").json() if i["job_id"] == jobs[0]["id"]]
+    line = f"{DEMO_JOB}: attempt {runs[-1]['attempt']} {runs[-1]['state']}" if runs else f"{DEMO_JOB}: starting"
+    out: dict[str, object] = {"line": line}
+    if incidents:
+        incident = incidents[-1]
+        d = incident.get("diagnosis") or {}
+        out["incident"] = incident["id"]
+        out["resolved"] = incident["state"] == "resolved" and job.poll() is not None
+        line += f" · incident {incident['id']}: {d.get('reason', '…')} → {incident['state']}"
+        out["line"] = line
+    return out
+
+
+def _write_postmortem(http: httpx.Client, story: dict[str, object], data_dir: Path) -> Path:
+    """The incident's post-mortem as HTML and Markdown (its plots beside it) in <data_dir>/reports."""
+    incident = story["incident"]
+    reports = data_dir / "reports"
+    reports.mkdir(exist_ok=True)
+    html = reports / f"incident-{incident}.html"
+    html.write_text(http.get(f"/api/v1/incidents/{incident}/report", params={"format": "html"}).text)
+    md = http.get(f"/api/v1/incidents/{incident}/report", params={"format": "md"}).text
+    for link in sorted(set(re.findall(r"\(/api/v1/incidents/\d+/plots/(\d+)\.png\)", md))):
+        name = f"incident-{incident}-gpu{link}.png"
+        (reports / name).write_bytes(http.get(f"/api/v1/incidents/{incident}/plots/{link}.png").content)
+        md = md.replace(f"(/api/v1/incidents/{incident}/plots/{link}.png)", f"({name})")
+    html.with_suffix(".md").write_text(md)
+    return html

@@ -16,7 +16,7 @@ from gpuwatch import __version__
 from gpuwatch.config import Settings
 from gpuwatch.protocol import GpuInfo
 from server.api.deps import Services
-from server.api.routes import health, ingest, read, recovery, runs
+from server.api.routes import health, ingest, read, recovery, reports, runs
 from server.detections import record
 from server.incidents.recover import expire_exclusions
 from server.incidents.watch import SilenceWatch
@@ -76,7 +76,7 @@ def create_app(settings: Settings) -> FastAPI:
         title="gpuwatch", version=__version__, description="GPU cluster observability and diagnosis", lifespan=lifespan
     )
     app.state.services = svc
-    for module in (health, ingest, read, runs, recovery):
+    for module in (health, ingest, read, runs, recovery, reports):
         app.include_router(module.router)
 
     @app.exception_handler(OperationalError)

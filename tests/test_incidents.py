@@ -89,7 +89,8 @@ def test_failed_run_is_diagnosed_from_streamed_logs_within_two_seconds(tmp_path:
             "restart_exclude_node",
             "gpu-node-07",
         )
-        assert {"file": "kernel", "line": 2, "text": KERNEL_LINE} in d["evidence"]
+        (xid_line,) = [e for e in d["evidence"] if (e["file"], e["line"], e["text"]) == ("kernel", 2, KERNEL_LINE)]
+        assert xid_line["ts"] is not None and abs(xid_line["ts"] - time.time()) < 60, "when the agent read it"
         assert incident["run_id"] == run["id"] and incident["node"] == "gpu-node-07"
         decided = wait_until(
             lambda: httpx.get(f"{base}/api/v1/runs/{run['id']}/decision", params={"wait": 2}).json()["decision"],

@@ -83,6 +83,23 @@ def test_hang_needs_both_no_progress_and_idle_gpus() -> None:
     assert len(t.check_hangs()) == 1, "a new stall after progress is reported again"
 
 
+def test_steps_redone_after_a_restart_are_progress() -> None:
+    """Resumed from the checkpoint of step 5, the job reports steps 5, 6, … again: that is progress."""
+    clock = Clock()
+    t = _tracker(clock)
+    for n in range(10):
+        t.add_steps("n1", [_step(0, n, clock.now, 1.0, 0.1)])
+        clock.now += 1
+    idle = GpuSample(ts=clock.now, gpu=0, uuid="GPU-0", util_gpu=0.0, job="j", rank=0, period_s=1.0)
+    for n in range(5, 12):  # the restarted run, on idle-looking GPUs, every second
+        clock.now += 1
+        t.add_steps("n1", [_step(0, n, clock.now, 1.0, 0.1)])
+        t.add_samples("n1", [idle.model_copy(update={"ts": clock.now})])
+        assert t.check_hangs() == []
+    summary = t.summary("j")
+    assert summary is not None and summary.ranks[0].last_step == 11
+
+
 def test_default_timeout_and_forgetting_idle_jobs() -> None:
     clock = Clock()
     t = _tracker(clock)

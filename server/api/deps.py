@@ -38,6 +38,28 @@ class DecisionBoard:
             return run_id in self._runs
 
 
+class FirstSteps:
+    """Runs started on this server whose first step report has not come yet, by job name: the ingest
+    path stamps `runs.first_step_at` once per run with one dictionary lookup per batch."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def expect(self, job: str, run_id: int) -> None:
+        with self._lock:
+            self._waiting[job] = run_id
+
+    def keep(self, job: str, run_id: int) -> None:
+        """Wait on for ``run_id``'s first step, unless a newer run of the job started meanwhile."""
+        with self._lock:
+            self._waiting.setdefault(job, run_id)
+
+    def take(self, job: str) -> int | None:
+        with self._lock:
+            return self._waiting.pop(job, None)
+
+
 @dataclass(slots=True)
 class Services:
     """Everything a request handler may need, built once per app in `server.app.create_app`."""
@@ -51,6 +73,7 @@ class Services:
     metrics: IngestMetrics
     notifier: Notifier | None = None  # incident webhooks (server/NOTIFY.md)
     decided: DecisionBoard = field(default_factory=DecisionBoard)
+    first_steps: FirstSteps = field(default_factory=FirstSteps)
 
 
 def services(request: Request) -> Services:

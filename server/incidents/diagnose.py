@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -27,7 +28,7 @@ from gpuwatch.diagnosis.model import LogSource
 from gpuwatch.diagnosis.xid import xid_event_line
 from gpuwatch.recovery import Decision
 from server.api.deps import Services
-from server.incidents import notices, recover
+from server.incidents import notices, recover, snapshot
 from server.store.db import transaction
 from server.store.models import Diagnosis, EventRow, Incident, LogLineRow, Node, Run, utcnow
 
@@ -72,7 +73,11 @@ def open_incident(
             run = session.get(Run, run_id)
             assert run is not None
             job_id = run.job_id
-        incident = Incident(job_id=job_id, run_id=run_id, node_id=node_id, trigger=trigger, state="open")
+        node = session.get(Node, node_id)
+        taken = snapshot.take(svc, node.name if node else None, time.time())
+        incident = Incident(
+            job_id=job_id, run_id=run_id, node_id=node_id, trigger=trigger, state="open", snapshot=taken
+        )
         session.add(incident)
         session.flush()
         incident_id = incident.id
@@ -129,8 +134,10 @@ def diagnose_incident(svc: Services, incident_id: int, streams: Sequence[StreamE
         run = session.get(Run, incident.run_id) if incident.run_id is not None else None
         since = (run.started_at if run is not None else incident.opened_at) - LOOKBACK
         sources = []
+        times: dict[str, list[float]] = {}  # each source's line times, for the evidence's timestamps
         for s in [*streams, StreamExit(KERNEL_STREAM, None, None, None)]:
-            lines = _stream_lines(session, node.id, s.stream, since)
+            rows = _stream_lines(session, node.id, s.stream, since)
+            lines, times[s.stream] = [text for text, _ in rows], [ts.timestamp() for _, ts in rows]
             if lines or s.exit_code or s.signal:
                 sources.append(
                     LogSource(
@@ -146,37 +153,40 @@ def diagnose_incident(svc: Services, incident_id: int, streams: Sequence[StreamE
             sources.append(
                 LogSource(file="exit status", lines=[], node=node.name, exit_code=run.exit_code, signal=run.signal)
             )
-        xid_lines = _xid_event_lines(session, node.id, since)
-        if xid_lines:
-            sources.append(LogSource(file=EVENTS_SOURCE, lines=xid_lines, node=node.name))
+        xid_rows = _xid_event_lines(session, node.id, since)
+        if xid_rows:
+            lines, times[EVENTS_SOURCE] = [text for text, _ in xid_rows], [ts.timestamp() for _, ts in xid_rows]
+            sources.append(LogSource(file=EVENTS_SOURCE, lines=lines, node=node.name))
         node_name = node.name
     result = diagnose(sources, llm=_llm())
     if result.node is None:
         result = replace(result, node=node_name)
-    _store(svc, incident_id, result)
+    _store(svc, incident_id, result, times)
     return result
 
 
-def _stream_lines(session: Session, node_id: int, stream: str, since: datetime) -> list[str]:
-    return list(
-        session.scalars(
-            select(LogLineRow.text)
-            .where(LogLineRow.node_id == node_id, LogLineRow.stream == stream, LogLineRow.ts >= since)
-            .order_by(LogLineRow.seq)
-            .limit(MAX_LINES_PER_STREAM)
-        ).all()
+def _stream_lines(session: Session, node_id: int, stream: str, since: datetime) -> list[tuple[str, datetime]]:
+    """(text, time) of the stream's lines since ``since``, in order."""
+    rows = session.execute(
+        select(LogLineRow.text, LogLineRow.ts)
+        .where(LogLineRow.node_id == node_id, LogLineRow.stream == stream, LogLineRow.ts >= since)
+        .order_by(LogLineRow.seq)
+        .limit(MAX_LINES_PER_STREAM)
     )
+    return [(text, ts) for text, ts in rows]
 
 
-def _xid_event_lines(session: Session, node_id: int, since: datetime) -> list[str]:
-    """The node's Xid events (from NVML) as lines, for agents that do not follow the kernel log."""
+def _xid_event_lines(session: Session, node_id: int, since: datetime) -> list[tuple[str, datetime]]:
+    """The node's Xid events (from NVML) as (line, time), for agents that do not follow the kernel log."""
     rows = session.scalars(
         select(EventRow)
         .where(EventRow.node_id == node_id, EventRow.kind == "xid", EventRow.ts >= since)
         .order_by(EventRow.ts)
         .limit(10_000)
     ).all()
-    return [xid_event_line(r.gpu_index, int(r.data.get("xid", 0)), r.message) for r in rows if r.data.get("xid")]
+    return [
+        (xid_event_line(r.gpu_index, int(r.data.get("xid", 0)), r.message), r.ts) for r in rows if r.data.get("xid")
+    ]
 
 
 def _llm() -> LlmAnalyser | None:
@@ -188,7 +198,13 @@ def _llm() -> LlmAnalyser | None:
     return LlmAnalyser.from_env(os.environ)
 
 
-def _store(svc: Services, incident_id: int, result: Result) -> None:
+def _store(svc: Services, incident_id: int, result: Result, times: dict[str, list[float]] | None = None) -> None:
+    """Store the diagnosis; each evidence line gets its time (``ts``) when ``times`` knows its source."""
+    evidence = []
+    for e in result.evidence:
+        known = (times or {}).get(e.file) or []
+        ts = known[e.line - 1] if 0 < e.line <= len(known) else None
+        evidence.append({"file": e.file, "line": e.line, "text": e.text, "ts": ts})
     with transaction(svc.sessions) as session:
         session.add(
             Diagnosis(
@@ -200,7 +216,7 @@ def _store(svc: Services, incident_id: int, result: Result) -> None:
                 source=result.source,
                 node_name=result.node,
                 rank=result.rank,
-                evidence=[{"file": e.file, "line": e.line, "text": e.text} for e in result.evidence],
+                evidence=evidence,
                 explanation=result.explanation,
             )
         )

@@ -30,11 +30,12 @@ from gpuwatch.config import Settings
 from gpuwatch.diagnosis.model import Diagnosis as Result
 from gpuwatch.recovery import Attempt, Decision, decide
 from gpuwatch.recovery.settings import policy_config
+from gpuwatch.taxonomy import REASONS
 from server.api.deps import Services
 from server.executors.base import ActionResult, Executor, JobTarget, executor_from_settings
-from server.incidents import notices
+from server.incidents import notices, snapshot
 from server.store.db import transaction
-from server.store.models import Action, Exclusion, Flag, Incident, Job, Run, utcnow
+from server.store.models import Action, Diagnosis, Exclusion, Flag, Incident, Job, Run, utcnow
 
 log = logging.getLogger("gpuwatch.server.recovery")
 
@@ -150,6 +151,22 @@ def resolve_job(svc: Services, job_id: int, run_id: int) -> list[int]:
     return resolved
 
 
+def restarted(svc: Services, session: Session, failed: Run, new: Run) -> None:
+    """The failed run's restart registered: add the downtime (exit → new start) to what it cost."""
+    incident = session.scalar(select(Incident).where(Incident.run_id == failed.id).order_by(Incident.id))
+    if incident is None or incident.cost is None or failed.ended_at is None or incident.cost.get("downtime_s"):
+        return
+    before = incident.cost["gpu_hours"]
+    incident.cost = snapshot.with_downtime(
+        svc.settings, incident.cost, (new.started_at - failed.ended_at).total_seconds()
+    )
+    diagnosis = session.scalar(
+        select(Diagnosis).where(Diagnosis.incident_id == incident.id).order_by(Diagnosis.id.desc())
+    )
+    if diagnosis is not None:
+        svc.metrics.lost_gpu_hours.labels(diagnosis.reason, diagnosis.category).inc(incident.cost["gpu_hours"] - before)
+
+
 def expire_exclusions(svc: Services) -> list[str]:
     """Release the exclusions whose time is up (resume / uncordon the node); the nodes released."""
     now = datetime.now(UTC)
@@ -196,6 +213,10 @@ def _record(
     incident.state = "decided"
     svc.decided.mark(run.id)
     m = svc.metrics
+    if run.ended_at is not None and incident.cost is None:
+        steps = snapshot.last_steps(svc, job.name)
+        incident.cost = snapshot.lost_work(session, svc.settings, run, steps, checkpoint)
+        m.lost_gpu_hours.labels(decision.reason, REASONS[decision.reason].category).inc(incident.cost["gpu_hours"])
     m.decisions.labels(decision.outcome).inc()
     if run.ended_at is not None:
         m.restart_seconds.observe(max(0.0, (utcnow() - run.ended_at).total_seconds()))

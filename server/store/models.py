@@ -155,6 +155,7 @@ class Run(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer)
     signal: Mapped[int | None] = mapped_column(Integer)
     key: Mapped[str | None] = mapped_column(String(64), unique=True, doc="the supervisor's id for the run")
+    first_step_at: Mapped[datetime | None] = mapped_column(UTCDateTime, doc="its first step report")
     node_id: Mapped[int | None] = mapped_column(ForeignKey("nodes.id", ondelete="SET NULL"))
 
 
@@ -230,6 +231,10 @@ class Incident(Base):
     state: Mapped[str] = mapped_column(String(32), default="open")
     opened_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    snapshot: Mapped[dict[str, Any] | None] = mapped_column(
+        JSON, doc="the node's recent GPU samples and the job's ranks' last steps when the incident opened"
+    )
+    cost: Mapped[dict[str, Any] | None] = mapped_column(JSON, doc="work lost: steps, wall time, GPUs, GPU-hours")
 
 
 class Diagnosis(Base):

@@ -205,9 +205,11 @@ class JobTracker:
                 r = job.rank(st.rank)
                 r.node = r.node or node
                 r.steps.append(st)
-                if st.step > r.last_step:
-                    r.last_step = st.step
-                    r.last_progress = max(r.last_progress or 0.0, min(st.ts, now))
+                # Any newer step is progress, even a lower number: a job restarted from a checkpoint
+                # redoes steps it had done before, and that is not a hang.
+                at = min(st.ts, now)
+                if r.last_progress is None or at >= r.last_progress:
+                    r.last_step, r.last_progress = st.step, at
                     job.hung = False
                 job.pending.setdefault(st.step, {})[st.rank] = max(0.0, st.duration_s - st.comm_s)
                 touched.add(job.name)

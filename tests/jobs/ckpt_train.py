@@ -91,7 +91,7 @@ def main() -> None:
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
         if step == args.hang_at and not resume and rank == 0:
             time.sleep(3600)  # hung: alive, no step, idle (the other rank waits in its all-reduce)
-        with gw.step(samples=16):
+        with gw.step(samples=16, n=step):  # numbered like the checkpoints, across restarts
             x, y = batch(step, rank)
             loss = torch.nn.functional.mse_loss(model(x), y)
             opt.zero_grad()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request
 from sqlalchemy.orm import Session
@@ -10,12 +11,12 @@ from starlette.concurrency import run_in_threadpool
 
 from gpuwatch.protocol import Batch, BatchAck, Event, Heartbeat, RegisterRequest, RegisterResponse
 from server.api.body import read_model
-from server.api.deps import NodeDep, ServicesDep
+from server.api.deps import NodeDep, Services, ServicesDep
 from server.detections import record
 from server.incidents.watch import fatal_xids, open_xid_incident
 from server.store.db import transaction
 from server.store.ingest import StoreResult, store_batch
-from server.store.models import Node, utcnow
+from server.store.models import Node, Run, utcnow
 from server.store.nodes import register
 from server.telemetry.exporter import IngestMetrics
 
@@ -74,6 +75,22 @@ async def heartbeat(request: Request, node: NodeDep, svc: ServicesDep) -> None:
     svc.telemetry.touch(node.name, beat.dropped)
 
 
+def stamp_first_steps(svc: Services, runs: list[tuple[str, int, list[float]]]) -> None:
+    """Record when each newly started run reported its first step (the post-mortem's recovery time).
+    Steps from before the run started (the previous attempt's last ones, shipped late) do not count:
+    the run waits for its own."""
+    with transaction(svc.sessions) as session:
+        for job, run_id, times in runs:
+            run = session.get(Run, run_id)
+            if run is None or run.first_step_at is not None:
+                continue
+            own = [ts for ts in times if ts >= run.started_at.timestamp()]
+            if own:
+                run.first_step_at = datetime.fromtimestamp(own[0], UTC)
+            else:
+                svc.first_steps.keep(job, run_id)
+
+
 @router.post("/ingest", response_model=BatchAck)
 async def ingest(request: Request, node: NodeDep, svc: ServicesDep) -> BatchAck:
     """Store one batch atomically. A batch with any invalid item is refused whole (422) and stores
@@ -105,6 +122,12 @@ async def ingest(request: Request, node: NodeDep, svc: ServicesDep) -> BatchAck:
         jobs.add_processes(node.name, batch.processes)
         jobs.add_samples(node.name, batch.samples)
         found = jobs.add_steps(node.name, batch.steps)
+        firsts = {}
+        for st in batch.steps:
+            if st.job not in firsts and (run_id := svc.first_steps.take(st.job)) is not None:
+                firsts[st.job] = (st.job, run_id, sorted(s.ts for s in batch.steps if s.job == st.job))
+        if firsts:
+            await run_in_threadpool(stamp_first_steps, svc, list(firsts.values()))
         if found:
             await run_in_threadpool(record, svc, found)
         if codes := fatal_xids(batch, time.time()):  # cheap: a regex only on kernel lines

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
@@ -18,7 +18,7 @@ from gpuwatch.recovery.settings import policy_config
 from server.api.body import read_model
 from server.api.deps import NodeDep, ServicesDep, SessionDep
 from server.incidents.diagnose import StreamExit, mark_exit, open_incident
-from server.incidents.recover import resolve_job
+from server.incidents.recover import resolve_job, restarted
 from server.store.db import transaction
 from server.store.jobs import job_ids
 from server.store.models import Action, Checkpoint, Diagnosis, Incident, Job, Node, Run, utcnow
@@ -55,6 +55,7 @@ class RankExit(BaseModel):
 class CheckpointRef(BaseModel):
     path: str = Field(max_length=4096)
     step: int | None = Field(default=None, ge=0)
+    saved_at: float | None = Field(default=None, gt=0, description="unix time it was written (its mtime)")
 
 
 class RunExit(BaseModel):
@@ -113,12 +114,14 @@ async def start_run(request: Request, response: Response, node: NodeDep, svc: Se
             )
             session.add(run)
             session.flush()
-            failed = session.scalar(select(Run.id).where(Run.key == body.restart_of)) if body.restart_of else None
+            svc.first_steps.expect(body.job, run.id)
+            failed = session.scalar(select(Run).where(Run.key == body.restart_of)) if body.restart_of else None
             if failed is not None:  # the pending restart of the failed run is now done
+                restarted(svc, session, failed, run)
                 for action in session.scalars(
                     select(Action).where(Action.kind == "restart", Action.status == "pending", Action.job_id == job_id)
                 ):
-                    if action.params.get("run_id") == failed:
+                    if action.params.get("run_id") == failed.id:
                         action.status, action.finished_at = "done", utcnow()
                         action.params = {**action.params, "new_run_id": run.id, "resume_from": body.resume_from}
             return RunStarted(id=run.id, job_id=job_id, attempt=attempt), True
@@ -327,3 +330,7 @@ def get_incident(incident_id: int, session: SessionDep) -> IncidentOut:
     if incident is None:
         raise HTTPException(404, f"no incident {incident_id}")
     return _incident_out(session, incident)
+
+
+def _at(ts: float | None) -> datetime:
+    return datetime.fromtimestamp(ts, UTC) if ts is not None else utcnow()

@@ -1,0 +1,77 @@
+"""What the server keeps of the moment an incident opened (for the post-mortem's plots and lost work),
+and what the failure cost.
+
+The snapshot is the node's recent GPU samples from the in-memory ring buffer (the last
+`SNAPSHOT_S` seconds, which Prometheus may not have at full resolution). The cost, written when the
+failure is decided, is the work lost since the last valid checkpoint: wall time from the checkpoint
+(or the run's start, when the checkpoint is older) to the exit, times the job's GPUs; the downtime
+(exit → the restarted run's start) is added when the restart registers.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gpuwatch.config import Settings
+from server.api.deps import Services
+from server.store.models import JobRank, Run
+
+SNAPSHOT_S = 300.0
+
+
+def take(svc: Services, node: str | None, now: float) -> dict[str, Any]:
+    """``{"gpus": {index: [[ts, util, fb_used_mib, power_w, temp_c, xid_last], ...]}, "at": now}``"""
+    gpus: dict[str, list[list[Any]]] = {}
+    if node is not None:
+        for state in svc.telemetry.gpus():
+            if state.node != node:
+                continue
+            recent = [s for s in svc.telemetry.recent(node, state.info.index) if s.ts >= now - SNAPSHOT_S]
+            gpus[str(state.info.index)] = [
+                [s.ts, s.util_gpu, s.fb_used_mib, s.power_w, s.temp_c, s.xid_last] for s in recent
+            ]
+    return {"gpus": gpus, "at": now}
+
+
+def last_steps(svc: Services, job: str) -> list[int]:
+    """The last step each rank of the job reported (from the job tracker, at decision time: after the
+    settle wait, so the steps a dying job's client flushed at exit are in)."""
+    summary = svc.jobs.summary(job)
+    return [r.last_step for r in summary.ranks if r.rank >= 0 and r.last_step >= 0] if summary else []
+
+
+def job_gpus(session: Session, job_id: int, steps: list[int]) -> int:
+    """How many GPUs the job held: its ranks the agents saw (or that reported steps), else 1."""
+    ranks = session.scalar(select(func.count(func.distinct(JobRank.rank))).where(JobRank.job_id == job_id)) or 0
+    return max(1, int(ranks), len(steps))
+
+
+def lost_work(
+    session: Session, settings: Settings, run: Run, steps: list[int], checkpoint: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The cost of a failed run, before any downtime (see `with_downtime`). ``steps``: its ranks' last
+    reported steps (numbered from 0; a checkpoint of step N holds the work of steps 0..N-1)."""
+    assert run.ended_at is not None
+    start = run.started_at
+    saved_at = (checkpoint or {}).get("saved_at")
+    if saved_at is not None:
+        start = max(start, datetime.fromtimestamp(float(saved_at), start.tzinfo))
+    wall_s = max(0.0, (run.ended_at - start).total_seconds())
+    lost_steps = None
+    if steps and (checkpoint or {}).get("step") is not None:
+        lost_steps = max(0, max(steps) + 1 - int(checkpoint["step"]))  # type: ignore[index]
+    gpus = job_gpus(session, run.job_id, steps)
+    return _priced(settings, {"gpus": gpus, "steps": lost_steps, "wall_s": wall_s, "downtime_s": None})
+
+
+def with_downtime(settings: Settings, cost: dict[str, Any], downtime_s: float) -> dict[str, Any]:
+    return _priced(settings, {**cost, "downtime_s": max(0.0, downtime_s)})
+
+
+def _priced(settings: Settings, cost: dict[str, Any]) -> dict[str, Any]:
+    hours = cost["gpus"] * (cost["wall_s"] + (cost.get("downtime_s") or 0.0)) / 3600
+    return {**cost, "gpu_hours": hours, "cost": hours * settings.gpu_hour_price, "currency": settings.currency}

@@ -1,0 +1,83 @@
+"""What a post-mortem says, as data: gathered by `server.reports.postmortem`, rendered to Markdown and
+HTML by `server.reports.render`. Every text field that came from a log is raw here; renderers escape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEntry:
+    at: datetime
+    what: str  # "run started", "last valid checkpoint", "first error", "exit", "incident opened", ...
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceLine:
+    file: str  # the log stream or file
+    line: int  # 1-based
+    text: str  # raw log text (escape when rendering)
+    rank: int | None = None
+    node: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPoint:
+    ts: float  # unix seconds
+    util: float | None = None  # %
+    fb_used_mib: float | None = None
+    power_w: float | None = None
+    temp_c: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSeries:
+    """One GPU of the affected node around the failure (the ring buffer when the incident opened)."""
+
+    node: str
+    gpu: int
+    points: tuple[GpuPoint, ...]
+    xids: tuple[tuple[float, int], ...] = ()  # (unix seconds, Xid code)
+
+
+@dataclass(frozen=True, slots=True)
+class LostWork:
+    steps: int | None  # steps since the last valid checkpoint (None: the job reports no steps)
+    wall_s: float  # time since the last valid checkpoint (or the run's start) until the exit
+    gpus: int
+    gpu_hours: float  # gpus * (wall_s + downtime_s) / 3600
+    cost: float  # gpu_hours * gpu_hour_price
+    currency: str
+    downtime_s: float | None  # exit → the restarted run's start (None: not restarted)
+    time_to_recover_s: float | None  # exit → the restarted run's first step (else its start)
+    restarts_so_far: int
+
+
+@dataclass(frozen=True, slots=True)
+class PostMortem:
+    incident_id: int
+    trigger: str
+    state: str
+    job: str | None
+    attempt: int | None
+    node: str | None
+    gpus: tuple[int, ...]
+    reason: str | None
+    category: str | None
+    action: str | None  # the recovery decision's outcome, else the diagnosis's default action
+    outcome: str  # what came of it, in words: "restarted as attempt 3, which succeeded", ...
+    confidence: float | None
+    source: str | None  # rules | llm | none
+    explanation: str
+    llm_explanation: bool  # the explanation is the LLM analyser's (mark it as such)
+    why: str  # the decision's reason in words
+    evidence: tuple[EvidenceLine, ...]
+    evidence_total: int  # evidence lines before capping
+    timeline: tuple[TimelineEntry, ...]
+    lost: LostWork | None
+    plots: tuple[GpuSeries, ...]
+    recommendations: tuple[str, ...]
+    logs_url: str  # where the full logs are (the API)
+    generated_at: datetime = field(default_factory=datetime.now)
