@@ -24,6 +24,7 @@ from gpuwatch.diagnosis.xid import fatal_xid_in_line, xid_reason
 from gpuwatch.protocol import (
     MAX_BATCH_ITEMS,
     Batch,
+    CheckpointReport,
     ClientReport,
     Event,
     GpuSample,
@@ -80,6 +81,7 @@ class Agent:
         # Filled by the local API's threads, drained by the main loop.
         self._client_lock = threading.Lock()
         self._steps: list[StepReport] = []
+        self._checkpoints: list[CheckpointReport] = []
         self._binds: list[JobProcess] = []
         self._client_dropped: dict[int, int] = {}
         self.local_api = LocalApi(self._on_client_report, port=settings.client_port)
@@ -130,18 +132,20 @@ class Agent:
         """Turn everything pending into spooled batches, then remember the positions they cover."""
         with self._client_lock:
             steps, self._steps = self._steps, []
+            checkpoints, self._checkpoints = self._checkpoints, []
             client_dropped = sum(self._client_dropped.values())
         processes = self.jobs.take_new()
         dropped = self.spool.dropped_snapshot()
         if client_dropped:
             dropped["client_steps"] = client_dropped
         ib, self._ib = self._ib, []
-        while self._samples or self._logs or self._events or steps or processes or ib:
+        while self._samples or self._logs or self._events or steps or processes or ib or checkpoints:
             take = MAX_BATCH_ITEMS // 4  # keeps a batch well under the server's body limit
             samples, self._samples = self._samples[:take], self._samples[take:]
             logs, self._logs = self._logs[:take], self._logs[take:]
             events, self._events = self._events[:take], self._events[take:]
             batch_steps, steps = steps[:take], steps[take:]
+            batch_checkpoints, checkpoints = checkpoints[:take], checkpoints[take:]
             batch_procs, processes = processes[:take], processes[take:]
             batch_ib, ib = ib[:take], ib[take:]
             batch = Batch(
@@ -151,6 +155,7 @@ class Agent:
                 events=events,
                 processes=batch_procs,
                 steps=batch_steps,
+                checkpoints=batch_checkpoints,
                 ib=batch_ib,
                 dropped=dropped,
             )
@@ -166,6 +171,7 @@ class Agent:
         """A training process's steps and identity (called on the local API's threads)."""
         with self._client_lock:
             self._steps.extend(report.steps)
+            self._checkpoints.extend(report.checkpoints)
             self._client_dropped[report.process.pid] = report.dropped
             self._binds.append(report.process)
 

@@ -38,6 +38,7 @@ from typing import IO, Any
 
 import httpx
 
+from agent.proctree import descendants, signal_all
 from agent.shipper import Backoff, ServerClient, Shipper
 from agent.spool import Spool
 from gpuwatch.client.checkpoint import CHECKPOINT_LOG_ENV, RESUME_ENV
@@ -164,6 +165,7 @@ class Supervisor:
         self.history: list[Attempt] = []
         self.stop = threading.Event()  # set by SIGTERM/SIGINT: stop the job, restart nothing
         self._proc: subprocess.Popen[bytes] | None = None
+        self._tree: dict[int, int] = {}  # the running attempt's processes seen so far: pid → start time
         self._lines: dict[str, deque[str]] = {}
         self._pending: list[LogLine] = []
         self._seq: dict[str, int] = {}  # per stream; streams are unique per run key, so no saved state
@@ -276,7 +278,18 @@ class Supervisor:
             r.start()
         if run_id is not None:
             threading.Thread(target=self._watch, args=(run_id, proc), name="decision-watch", daemon=True).start()
-        code = proc.wait()
+        self._tree = {}
+        while True:  # note the job's processes as they come (torchrun's workers leave its group)
+            self._tree.update(descendants(proc.pid))
+            try:
+                code = proc.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        # No process of the attempt outlives it: a worker its launcher left behind (killed, or hung past
+        # the launcher's own exit) would hold its GPU and its rendezvous port.
+        if left := signal_all(self._tree, signal.SIGKILL):
+            log.warning("killed %d process(es) of the job left behind by its launcher", left)
         for r in readers:
             r.join(timeout=10)
         self._proc = None
@@ -292,8 +305,15 @@ class Supervisor:
         """SIGTERM to the job's process group, SIGKILL after the grace period."""
         if proc.poll() is not None:
             return
+        tree = {**self._tree, **descendants(proc.pid)}
         _killpg(proc.pid, signal.SIGTERM)
-        timer = threading.Timer(self.options.grace_s, _killpg, args=(proc.pid, signal.SIGKILL))
+        signal_all(tree, signal.SIGTERM)
+
+        def kill() -> None:
+            _killpg(proc.pid, signal.SIGKILL)
+            signal_all(tree, signal.SIGKILL)
+
+        timer = threading.Timer(self.options.grace_s, kill)
         timer.daemon = True
         timer.start()
 

@@ -954,6 +954,20 @@ def job() -> Dashboard:
                 decimals=2,
             ),
             stat(
+                "Checkpoint age",
+                "Time since the job's last complete checkpoint (as its client reported it). Over 2 h, or over "
+                "twice the Young/Daly optimal interval, for 10 minutes alerts.",
+                [target(f"gpuwatch_job_checkpoint_age_seconds{{{this}}}")],
+                unit="s",
+                thresholds=[{"color": "red", "value": 7200}],
+            ),
+            stat(
+                "GPU-hours at risk",
+                "What a failure now would lose: the job's GPUs x time since its last complete checkpoint.",
+                [target(f"gpuwatch_job_gpu_hours_at_risk{{{this}}}")],
+                decimals=2,
+            ),
+            stat(
                 "Idle GPU-hours",
                 "GPU-hours the job's GPUs spent under 5% utilization.",
                 [target(f"gpuwatch_job_idle_gpu_hours_total{{{this}}}")],

@@ -116,12 +116,28 @@ class StepReport(_Model):
     collectives: dict[str, CollectiveStat] = Field(default_factory=dict, description="by op: all_reduce, …")
 
 
+class CheckpointReport(_Model):
+    """One checkpoint save of a job, as the training client saw it (gpuwatch.client.AsyncCheckpointer)."""
+
+    job: str = _Name
+    rank: int = Field(ge=0)
+    step: int = Field(ge=0)
+    ts: float = Field(gt=0, description="unix time the save ended (complete on disk) or failed")
+    path: str = Field(max_length=4096)
+    ok: bool = Field(description="complete and valid; false: the save failed (error says why)")
+    blocking_s: float = Field(default=0.0, ge=0, description="time the training loop waited (copy to host)")
+    write_s: float = Field(default=0.0, ge=0, description="background write time, fsync and marker included")
+    size_bytes: int = Field(default=0, ge=0)
+    error: str | None = Field(default=None, max_length=2000)
+
+
 class ClientReport(_Model):
     """What `gpuwatch.client` POSTs to its local agent (http://127.0.0.1:8601/v1/report by default)."""
 
     version: int = Field(default=PROTOCOL_VERSION, ge=1, le=PROTOCOL_VERSION)
     process: JobProcess
     steps: list[StepReport] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
+    checkpoints: list[CheckpointReport] = Field(default_factory=list, max_length=1000)
     dropped: int = Field(default=0, ge=0, description="steps the client dropped since it started (agent away)")
 
 
@@ -168,6 +184,7 @@ class Batch(_Model):
     events: list[Event] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
     processes: list[JobProcess] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
     steps: list[StepReport] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
+    checkpoints: list[CheckpointReport] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
     ib: list[IbPortSample] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
     dropped: dict[str, int] = Field(
         default_factory=dict, description="items the agent had to drop since it first started, by kind"

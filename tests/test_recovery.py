@@ -206,7 +206,12 @@ def test_hung_job_is_killed_and_restarted_from_its_checkpoint(
     }
     try:
         proc, _, out = cluster.supervise("hang-job", "--hang-at", "12", "--step-s", "0.05", grace_s=3, env=env)
+        _wait_step(out, 12)
+        hung = int((out / "rank0.pid").read_text())  # asleep, and deaf to SIGTERM (its handler only flags)
         assert _finish(proc) == 0, proc.output()[-3000:]
+        assert not Path(f"/proc/{hung}").exists() or "zombie" in Path(f"/proc/{hung}/status").read_text(), (
+            "the hung rank (in a session of its own, like every torchrun worker) was killed with its attempt"
+        )
     finally:
         agent.stop()
     assert "the server decided about the running job" in proc.output()

@@ -20,6 +20,9 @@ Public names:
 
 Checkpoints and preemption (:mod:`gpuwatch.client.checkpoint`): :func:`resume_path`,
 :func:`checkpoint_saved`, :func:`install_preemption_handler` and :func:`preemption_point`.
+:class:`AsyncCheckpointer` (:mod:`gpuwatch.client.async_checkpoint`) saves from the training loop
+with only the copy to host memory on the critical path, and raises :class:`CheckpointError` for a
+background save that failed.
 
 ``gpuwatch.client.torch.instrument()`` times ``torch.distributed`` collectives and DDP's gradient
 all-reduce without changes to the model code.
@@ -42,6 +45,7 @@ from time import perf_counter
 from types import TracebackType
 from typing import Any, TypeVar
 
+from gpuwatch.client.async_checkpoint import AsyncCheckpointer, CheckpointError
 from gpuwatch.client.checkpoint import (
     checkpoint_saved,
     install_preemption_handler,
@@ -52,6 +56,8 @@ from gpuwatch.client.checkpoint import (
 from gpuwatch.client.reporter import Reporter
 
 __all__ = [
+    "AsyncCheckpointer",
+    "CheckpointError",
     "checkpoint_saved",
     "collective",
     "configure",

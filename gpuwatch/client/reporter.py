@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpuwatch.client.identity import identity_from_env
-from gpuwatch.protocol import MAX_BATCH_ITEMS, ClientReport, CollectiveStat, JobProcess, StepReport
+from gpuwatch.protocol import MAX_BATCH_ITEMS, CheckpointReport, ClientReport, CollectiveStat, JobProcess, StepReport
 
 log = logging.getLogger("gpuwatch.client")
 
@@ -47,6 +47,8 @@ EXIT_DEADLINE_S = 1.0
 #: Collectives kept between two step boundaries; only a process that times collectives but never
 #: steps comes near it, and then further ones are ignored instead of growing without bound.
 MAX_PENDING_COLLECTIVES = 16_384
+#: Checkpoint reports waiting for the agent (one POST carries them all); the oldest go first.
+MAX_PENDING_CHECKPOINTS = 1_000
 
 Sender = Callable[[str, bytes], None]
 
@@ -163,6 +165,9 @@ class Reporter:
         self._next_step = 0
         self._overflow = 0
         self._started = False
+        # Written by any thread (AsyncCheckpointer's), drained by the background thread:
+        self._checkpoints: deque[CheckpointReport] = deque(maxlen=MAX_PENDING_CHECKPOINTS)
+        self._checkpoints_dropped = 0
         # Owned by the background thread (under _io_lock):
         self._staged: list[_Step] = []
         self._sent = 0
@@ -211,6 +216,21 @@ class Reporter:
         pending = self._pending
         if len(pending) < MAX_PENDING_COLLECTIVES:
             pending.append((op, seconds, nbytes))
+
+    def record_checkpoint(self, report: CheckpointReport) -> None:
+        """Queue one checkpoint save for the agent, sent with the next steps; never raises, never blocks.
+
+        A failed POST keeps the reports for the next one; past ``MAX_PENDING_CHECKPOINTS`` the oldest
+        are forgotten and counted in :attr:`checkpoints_dropped`."""
+        try:
+            checkpoints = self._checkpoints
+            if len(checkpoints) == checkpoints.maxlen:
+                self._checkpoints_dropped += 1
+            checkpoints.append(report)
+            if not self._started:
+                self._start()
+        except Exception:  # pragma: no cover - defensive: training must go on
+            log.debug("gpuwatch: could not queue a checkpoint report", exc_info=True)
 
     # -- configuration ------------------------------------------------------------------------
 
@@ -300,7 +320,7 @@ class Reporter:
             log.debug("gpuwatch: flush failed", exc_info=True)
         finally:
             self._io_lock.release()
-        return not self._buf and not self._staged
+        return not self._buf and not self._staged and not self._checkpoints
 
     def close(self, timeout_s: float = EXIT_DEADLINE_S) -> None:
         """Stop the thread after a last flush bounded by ``timeout_s`` (also run at interpreter exit)."""
@@ -337,14 +357,16 @@ class Reporter:
             return
         while True:
             batch = self._staged[:MAX_POST_STEPS]
-            if not batch and not final and now - self._last_post < HEARTBEAT_S:
+            checkpoints = self._take_checkpoints()
+            if not batch and not checkpoints and not final and now - self._last_post < HEARTBEAT_S:
                 return
-            if not batch and final:
+            if not batch and not checkpoints and final:
                 return
-            body, invalid = self._encode(batch)
+            body, invalid = self._encode(batch, checkpoints)
             try:
                 self._send(self.agent_url().rstrip("/") + REPORT_PATH, body)
             except Exception as exc:
+                self._checkpoints.extendleft(reversed(checkpoints))  # few and precious: kept for the next try
                 del self._staged[: len(batch)]
                 self._dropped += len(batch) - invalid  # the invalid ones are counted already
                 self._failures += 1
@@ -359,7 +381,14 @@ class Reporter:
             if not self._staged or (deadline is not None and now >= deadline):
                 return
 
-    def _encode(self, batch: list[_Step]) -> tuple[bytes, int]:
+    def _take_checkpoints(self) -> list[CheckpointReport]:
+        taken: list[CheckpointReport] = []
+        with contextlib.suppress(IndexError):  # popleft is atomic; another thread may append meanwhile
+            while self._checkpoints:
+                taken.append(self._checkpoints.popleft())
+        return taken
+
+    def _encode(self, batch: list[_Step], checkpoints: list[CheckpointReport] | None = None) -> tuple[bytes, int]:
         """The JSON body for ``batch``; a step that fails validation is dropped alone (and counted)."""
         process = self.process()
         job, rank = process.job, process.rank or 0
@@ -384,10 +413,17 @@ class Reporter:
                 invalid += 1
                 log.debug("gpuwatch: invalid step %r dropped", n, exc_info=True)
         self._dropped += invalid
-        report = ClientReport(process=process, steps=steps, dropped=self._dropped + self._overflow)
+        report = ClientReport(
+            process=process, steps=steps, checkpoints=checkpoints or [], dropped=self._dropped + self._overflow
+        )
         return report.model_dump_json().encode(), invalid
 
     # -- introspection ------------------------------------------------------------------------
+
+    @property
+    def checkpoints_dropped(self) -> int:
+        """Checkpoint reports forgotten because too many waited for the agent."""
+        return self._checkpoints_dropped
 
     def stats(self) -> dict[str, int]:
         """Counts of steps: delivered, dropped (overflow, failed posts, invalid) and still buffered."""

@@ -52,6 +52,19 @@ class JobOut(_Out):
     updated_at: datetime
 
 
+class JobDetailOut(JobOut):
+    """A job, and what a failure now would cost it: the work since its last complete checkpoint."""
+
+    last_checkpoint_path: str | None = None
+    last_checkpoint_step: int | None = None
+    last_checkpoint_at: datetime | None = None
+    checkpoint_age_s: float | None = None
+    gpus: int | None = None
+    gpu_hours_at_risk: float | None = None
+    cost_at_risk: float | None = None
+    currency: str | None = None
+
+
 class RunOut(_Out):
     id: int
     job_id: int
@@ -93,7 +106,7 @@ class EventOut(_Out):
     data: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JobUtilizationOut(JobSummary):
     """The tracker's summary of a job (per rank inside), plus its id and its whole-life totals from the
     stored rollups. It extends `JobSummary` rather than copying its fields."""

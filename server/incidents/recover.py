@@ -213,6 +213,8 @@ def _record(
     incident.state = "decided"
     svc.decided.mark(run.id)
     m = svc.metrics
+    if incident.cost is None:
+        svc.jobs.note_failure(job.name)  # once per failure: the MTBF behind the optimal checkpoint interval
     if run.ended_at is not None and incident.cost is None:
         steps = snapshot.last_steps(svc, job.name)
         incident.cost = snapshot.lost_work(session, svc.settings, run, steps, checkpoint)

@@ -77,7 +77,7 @@ def store_batch(session: Session, node: Node, batch: Batch) -> StoreResult:
         ],
     )
     _store_samples(session, node, batch.samples)
-    store_job_data(session, node.id, batch.processes, batch.steps, batch.samples)
+    store_job_data(session, node.id, batch.processes, batch.steps, batch.samples, batch.checkpoints)
     values: dict[str, object] = {"last_seen_at": datetime.now(UTC)}
     if batch.dropped:
         values["dropped"] = batch.dropped

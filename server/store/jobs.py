@@ -1,5 +1,5 @@
-"""Jobs, their ranks and their per-minute rollups, from the processes, steps and attributed GPU
-samples of ingest batches."""
+"""Jobs, their ranks, their per-minute rollups and their checkpoints, from the processes, steps,
+attributed GPU samples and checkpoint reports of ingest batches."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpuwatch.protocol import GpuSample, JobProcess, StepReport
-from server.store.models import Job, JobRank, JobRollup, utcnow
+from gpuwatch.protocol import CheckpointReport, GpuSample, JobProcess, StepReport
+from server.store.models import Checkpoint, Job, JobRank, JobRollup, utcnow
 from server.store.upsert import insert_for
 
 IDLE_UTIL = 5.0  # % utilisation under which a GPU counts as idle
@@ -40,12 +40,38 @@ def job_ids(session: Session, names: set[str], processes: list[JobProcess]) -> d
 
 
 def store_job_data(
-    session: Session, node_id: int, processes: list[JobProcess], steps: list[StepReport], samples: list[GpuSample]
+    session: Session,
+    node_id: int,
+    processes: list[JobProcess],
+    steps: list[StepReport],
+    samples: list[GpuSample],
+    checkpoints: list[CheckpointReport] | None = None,
 ) -> None:
+    checkpoints = checkpoints or []
     names = {p.job for p in processes} | {s.job for s in steps} | {s.job for s in samples if s.job}
+    names |= {c.job for c in checkpoints}
     ids = job_ids(session, names, processes)
     _store_ranks(session, node_id, ids, processes)
     _store_rollups(session, ids, steps, samples)
+    _store_checkpoints(session, ids, checkpoints)
+
+
+def _store_checkpoints(session: Session, ids: dict[str, int], checkpoints: list[CheckpointReport]) -> None:
+    """The client's saves into the job's checkpoint registry (a failed one is kept, marked invalid)."""
+    rows = [
+        {
+            "job_id": ids[c.job],
+            "path": c.path,
+            "step": c.step,
+            "valid": c.ok,
+            "invalid_reason": c.error,
+            "size_bytes": c.size_bytes or None,
+            "created_at": datetime.fromtimestamp(c.ts, UTC),
+        }
+        for c in checkpoints
+    ]
+    if rows:
+        session.execute(insert_for(session, Checkpoint.__table__).values(rows).on_conflict_do_nothing())
 
 
 def _store_ranks(session: Session, node_id: int, ids: dict[str, int], processes: list[JobProcess]) -> None:

@@ -256,6 +256,33 @@ def _ib_families(telemetry: Telemetry, now: float, timeout: float) -> Iterator[M
     yield from (tx, rx, errors)
 
 
+# (metric, help, JobSummary attribute) of the per-job checkpoint series (job label only).
+_CHECKPOINT_GAUGES = (
+    ("gpuwatch_job_checkpoint_age_seconds", "Seconds since the job's last complete checkpoint.", "checkpoint_age_s"),
+    (
+        "gpuwatch_job_checkpoint_blocking_seconds",
+        "Time the training loop waited in the last checkpoint save (copy to host).",
+        "checkpoint_blocking_s",
+    ),
+    (
+        "gpuwatch_job_checkpoint_write_seconds",
+        "Background write time of the last checkpoint (fsync and marker included).",
+        "checkpoint_write_s",
+    ),
+    ("gpuwatch_job_checkpoint_size_bytes", "Size of the last complete checkpoint.", "checkpoint_size_bytes"),
+    ("gpuwatch_job_checkpoint_interval_seconds", "Time between the last two complete saves.", "checkpoint_interval_s"),
+    (
+        "gpuwatch_job_checkpoint_optimal_interval_seconds",
+        "Young/Daly optimal checkpoint interval: sqrt(2 x blocking time x observed MTBF).",
+        "optimal_checkpoint_interval_s",
+    ),
+    (
+        "gpuwatch_job_gpu_hours_at_risk",
+        "GPU-hours a failure now would lose: the job's GPUs x time since its last complete checkpoint.",
+        "gpu_hours_at_risk",
+    ),
+)
+
 # (metric, help, JobSummary/RankSummary attribute) of the per-job gauges.
 _JOB_GAUGES = (
     ("gpuwatch_job_gpu_utilization", "GPU utilization of the job's GPUs over the window (in %).", "gpu_util_mean"),
@@ -274,6 +301,10 @@ def _job_families(jobs: JobTracker, max_rank_series: int) -> Iterator[Metric]:
     gpu_hours = Metric("gpuwatch_job_gpu_hours", "GPU-hours allocated to the job (seen by this server).", "counter")
     stragglers = Metric("gpuwatch_straggler_events", "Straggler events raised, by job.", "counter")
     hangs = Metric("gpuwatch_hang_events", "Hang events raised, by job.", "counter")
+    checkpoints = {name: Metric(name, text, "gauge") for name, text, _ in _CHECKPOINT_GAUGES}
+    ckpt_failures = Metric(
+        "gpuwatch_job_checkpoint_failures", "Checkpoint saves that failed in the background, by job.", "counter"
+    )
     for name in jobs.jobs():
         summary = jobs.summary(name)
         if summary is None:
@@ -295,8 +326,16 @@ def _job_families(jobs: JobTracker, max_rank_series: int) -> Iterator[Metric]:
         gpu_hours.add_sample("gpuwatch_job_gpu_hours_total", {"job": name}, summary.gpu_hours)
         stragglers.add_sample("gpuwatch_straggler_events_total", {"job": name}, float(summary.straggler_events))
         hangs.add_sample("gpuwatch_hang_events_total", {"job": name}, float(summary.hang_events))
+        for metric, _, attr in _CHECKPOINT_GAUGES:
+            if (value := getattr(summary, attr)) is not None:
+                checkpoints[metric].add_sample(metric, {"job": name}, float(value))
+        if summary.checkpoint_saves or summary.checkpoint_failures:
+            failed = float(summary.checkpoint_failures)
+            ckpt_failures.add_sample("gpuwatch_job_checkpoint_failures_total", {"job": name}, failed)
     yield from gauges.values()
     yield from (throughput, idle, gpu_hours, stragglers, hangs)
+    yield from checkpoints.values()
+    yield ckpt_failures
 
 
 # Label values known in advance: their counters are exported at 0 from the start, so that

@@ -17,6 +17,7 @@ Two definitions worth knowing:
 
 from __future__ import annotations
 
+import math
 import statistics
 import threading
 import time
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuwatch.protocol import GpuSample, JobProcess, StepReport
+from gpuwatch.protocol import CheckpointReport, GpuSample, JobProcess, StepReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,21 @@ class _Rank:
 
 
 @dataclass(slots=True)
+class Checkpointing:
+    """A job's checkpoint saves as its client reported them (gpuwatch.client.AsyncCheckpointer)."""
+
+    last_ok_ts: float | None = None
+    last_step: int | None = None
+    blocking_s: float | None = None
+    write_s: float | None = None
+    size_bytes: int | None = None
+    interval_s: float | None = None  # between the last two complete saves
+    saves: int = 0
+    failures: int = 0
+    last_error: str | None = None
+
+
+@dataclass(slots=True)
 class _Job:
     name: str
     world_size: int | None = None
@@ -77,6 +93,9 @@ class _Job:
     idle_gpu_seconds: float = 0.0
     gpu_seconds: float = 0.0
     energy_j: float = 0.0
+    first_seen: float = 0.0
+    failures: int = 0  # run failures decided since this server started tracking the job
+    checkpoint: Checkpointing = field(default_factory=Checkpointing)
 
     def rank(self, r: int) -> _Rank:
         state = self.ranks.get(r)
@@ -127,6 +146,18 @@ class JobSummary:
     hang_events: int
     hung: bool
     ranks: tuple[RankSummary, ...]
+    checkpoint_age_s: float | None = None  # since the last complete save the client reported
+    checkpoint_step: int | None = None
+    checkpoint_blocking_s: float | None = None
+    checkpoint_write_s: float | None = None
+    checkpoint_size_bytes: int | None = None
+    checkpoint_interval_s: float | None = None
+    checkpoint_saves: int = 0
+    checkpoint_failures: int = 0
+    mtbf_s: float | None = None  # observed: tracked time / failures
+    optimal_checkpoint_interval_s: float | None = None  # Young/Daly: sqrt(2 * blocking time * MTBF)
+    gpus: int = 0
+    gpu_hours_at_risk: float | None = None  # GPUs x time since the last complete save
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -216,6 +247,28 @@ class JobTracker:
             for name in touched:
                 found.extend(self._evaluate_stragglers(self._jobs[name]))
         return found
+
+    def add_checkpoints(self, reports: list[CheckpointReport]) -> None:
+        """Record the client's checkpoint saves (complete or failed)."""
+        now = self.clock()
+        with self._lock:
+            for rep in sorted(reports, key=lambda r: r.ts):
+                c = self._job(rep.job, now).checkpoint
+                if not rep.ok:
+                    c.failures += 1
+                    c.last_error = rep.error
+                    continue
+                if c.last_ok_ts is not None and rep.ts > c.last_ok_ts:
+                    c.interval_s = rep.ts - c.last_ok_ts
+                if c.last_ok_ts is None or rep.ts >= c.last_ok_ts:
+                    c.last_ok_ts, c.last_step = rep.ts, rep.step
+                    c.blocking_s, c.write_s, c.size_bytes = rep.blocking_s, rep.write_s, rep.size_bytes
+                c.saves += 1
+
+    def note_failure(self, name: str) -> None:
+        """A run of the job failed (the recovery path calls this): the MTBF behind the optimal interval."""
+        with self._lock:
+            self._job(name, self.clock()).failures += 1
 
     # -- detection --------------------------------------------------------------------------------
 
@@ -341,7 +394,29 @@ class JobTracker:
                 hang_events=job.hang_events,
                 hung=job.hung,
                 ranks=ranks,
+                **self._checkpointing(job, ranks, now),
             )
+
+    def _checkpointing(self, job: _Job, ranks: tuple[RankSummary, ...], now: float) -> dict[str, Any]:
+        c = job.checkpoint
+        age = now - c.last_ok_ts if c.last_ok_ts is not None else None
+        mtbf = (now - job.first_seen) / job.failures if job.failures else None
+        optimal = math.sqrt(2 * c.blocking_s * mtbf) if mtbf and c.blocking_s else None
+        gpus = len({(r.node, g) for r in ranks for g in r.gpus}) or len([r for r in ranks if r.rank >= 0])
+        return {
+            "checkpoint_age_s": age,
+            "checkpoint_step": c.last_step,
+            "checkpoint_blocking_s": c.blocking_s,
+            "checkpoint_write_s": c.write_s,
+            "checkpoint_size_bytes": c.size_bytes,
+            "checkpoint_interval_s": c.interval_s,
+            "checkpoint_saves": c.saves,
+            "checkpoint_failures": c.failures,
+            "mtbf_s": mtbf,
+            "optimal_checkpoint_interval_s": optimal,
+            "gpus": gpus,
+            "gpu_hours_at_risk": gpus * age / 3600 if age is not None and gpus else None,
+        }
 
     def _rank_summary(self, r: _Rank, now: float, window: float) -> RankSummary:
         points = [p for p in r.gpu_points if now - p.received <= window]
@@ -379,7 +454,7 @@ class JobTracker:
     def _job(self, name: str, now: float) -> _Job:
         job = self._jobs.get(name)
         if job is None:
-            job = self._jobs[name] = _Job(name)
+            job = self._jobs[name] = _Job(name, first_seen=now)
         job.last_activity = now
         return job
 

@@ -121,6 +121,8 @@ async def ingest(request: Request, node: NodeDep, svc: ServicesDep) -> BatchAck:
         jobs = svc.jobs
         jobs.add_processes(node.name, batch.processes)
         jobs.add_samples(node.name, batch.samples)
+        if batch.checkpoints:
+            jobs.add_checkpoints(batch.checkpoints)
         found = jobs.add_steps(node.name, batch.steps)
         firsts = {}
         for st in batch.steps:

@@ -14,13 +14,14 @@ from server.api.schemas import (
     CheckpointOut,
     EventOut,
     GpuOut,
+    JobDetailOut,
     JobOut,
     JobUtilizationOut,
     LogLineOut,
     NodeOut,
     RunOut,
 )
-from server.store.models import Checkpoint, EventRow, Gpu, Job, JobRollup, LogLineRow, Node, Run
+from server.store.models import Checkpoint, EventRow, Gpu, Job, JobRank, JobRollup, LogLineRow, Node, Run
 
 router = APIRouter(prefix="/api/v1", tags=["read"])
 
@@ -76,12 +77,42 @@ def list_jobs(
     return list(session.scalars(q))
 
 
-@router.get("/jobs/{job_id}", response_model=JobOut)
 def get_job(job_id: int, session: SessionDep) -> Job:
     job = session.get(Job, job_id)
     if job is None:
         raise HTTPException(404, f"no job {job_id}")
     return job
+
+
+@router.get("/jobs/{job_id}", response_model=JobDetailOut)
+def job_detail(job_id: int, session: SessionDep, svc: ServicesDep) -> JobDetailOut:
+    """The job, with its GPU-hours (and money) at risk now: GPUs x time since its last complete checkpoint."""
+    job = get_job(job_id, session)
+    out = JobDetailOut.model_validate(job)
+    last = session.scalar(
+        select(Checkpoint)
+        .where(Checkpoint.job_id == job_id, Checkpoint.valid.is_(True))
+        .order_by(Checkpoint.created_at.desc(), Checkpoint.id.desc())
+    )
+    if last is None:
+        return out
+    age = max(0.0, time.time() - last.created_at.timestamp())
+    summary = svc.jobs.summary(job.name)
+    ranks = session.scalar(select(func.count(func.distinct(JobRank.rank))).where(JobRank.job_id == job_id))
+    gpus = max(summary.gpus if summary else 0, ranks or 0) or None
+    hours = gpus * age / 3600 if gpus else None
+    return out.model_copy(
+        update={
+            "last_checkpoint_path": last.path,
+            "last_checkpoint_step": last.step,
+            "last_checkpoint_at": last.created_at,
+            "checkpoint_age_s": age,
+            "gpus": gpus,
+            "gpu_hours_at_risk": hours,
+            "cost_at_risk": hours * svc.settings.gpu_hour_price if hours is not None else None,
+            "currency": svc.settings.currency,
+        }
+    )
 
 
 @router.get("/jobs/{job_id}/utilization", response_model=JobUtilizationOut)
