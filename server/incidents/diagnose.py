@@ -29,7 +29,7 @@ from gpuwatch.diagnosis.xid import xid_event_line
 from gpuwatch.recovery import Decision
 from server.api.deps import Services
 from server.incidents import notices, recover, snapshot
-from server.store.db import transaction
+from server.store.db import lock, transaction
 from server.store.models import Diagnosis, EventRow, Incident, LogLineRow, Node, Run, utcnow
 
 if TYPE_CHECKING:
@@ -64,11 +64,28 @@ def open_incident(
     result: Result | None = None,
     checkpoint: dict[str, Any] | None = None,
     local: tuple[Decision, bool] | None = None,
-) -> int:
+    once_since: datetime | None = None,
+) -> int | None:
     """Store a new incident and diagnose it on a timer thread (or at once, when ``result`` is given),
     then decide about the run (or record ``local``: the supervisor's own decision and whether it
-    restarted), or exclude the node a node-level incident blames."""
+    restarted), or exclude the node a node-level incident blames.
+
+    Exactly once, across server replicas: a run gets one incident, and with ``once_since`` a node
+    gets no second incident of the same trigger opened since then. The check and the insert hold a
+    database lock on (trigger, node or run); None when the incident exists already."""
     with transaction(svc.sessions) as session:
+        lock(session, f"incident:{trigger}:{node_id}" if run_id is None else f"incident:run:{run_id}")
+        if run_id is not None and session.scalar(select(Incident.id).where(Incident.run_id == run_id)) is not None:
+            return None
+        if once_since is not None and session.scalar(
+            select(Incident.id).where(
+                Incident.node_id == node_id,
+                Incident.trigger == trigger,
+                Incident.run_id.is_(None),
+                Incident.opened_at >= once_since,
+            )
+        ):
+            return None
         if run_id is not None:
             run = session.get(Run, run_id)
             assert run is not None

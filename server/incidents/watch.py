@@ -5,10 +5,11 @@ as an NVML event or an NVRM line of the node's kernel stream, opens an `xid` inc
 unless one was opened for it within `incident_dedupe_s`: an Xid storm is one incident. Lines older
 than the look-back (a kernel buffer replayed by a freshly started agent) open nothing.
 
-A node whose agent has not been heard from for `node_timeout_s` opens one `node_silent` incident per
-silence, diagnosed `node_failure` at once; the runs of Slurm and Kubernetes jobs on it are failed and
-get an incident each, so the policy restarts them through their executor. Only nodes heard from
-since this server started are watched (the last-seen times live in memory).
+A node whose agent has not been heard from for `node_timeout_s` (its `last_seen_at`, which every
+server replica updates) opens one `node_silent` incident per silence, diagnosed `node_failure` at
+once; the runs of Slurm and Kubernetes jobs on it are failed and get an incident each, so the policy
+restarts them through their executor. Each incident is opened exactly once across replicas (see
+`open_incident`).
 
 A hung job (the job tracker's detection) opens a `hang` incident on its running run, decided at once.
 """
@@ -49,19 +50,14 @@ def fatal_xids(batch: Batch, now: float) -> list[int]:
 
 def open_xid_incident(svc: Services, node_id: int, node_name: str, codes: list[int]) -> int | None:
     """Open an `xid` incident for the fatal Xid ``codes`` from a node (see `fatal_xids`), unless one was
-    opened within `incident_dedupe_s`; the new incident's id, or None."""
+    opened within `incident_dedupe_s` (by any server replica); the new incident's id, or None."""
     with svc.sessions() as session:
-        window = datetime.now(UTC) - timedelta(seconds=svc.settings.incident_dedupe_s)
-        recent = session.scalar(
-            select(Incident.id).where(
-                Incident.node_id == node_id, Incident.trigger == "xid", Incident.opened_at >= window
-            )
-        )
-        if recent is not None:
-            return None
         job_id = running_job(session, node_id)
-    log.warning("fatal Xid %s from %s", ", ".join(map(str, sorted(set(codes)))), node_name)
-    return open_incident(svc, node_id=node_id, trigger="xid", job_id=job_id)
+    window = datetime.now(UTC) - timedelta(seconds=svc.settings.incident_dedupe_s)
+    opened = open_incident(svc, node_id=node_id, trigger="xid", job_id=job_id, once_since=window)
+    if opened is not None:
+        log.warning("fatal Xid %s from %s", ", ".join(map(str, sorted(set(codes)))), node_name)
+    return opened
 
 
 def running_job(session: Session, node_id: int) -> int | None:
@@ -98,41 +94,45 @@ def open_hang_incident(svc: Services, job_name: str, node_name: str | None, mess
 
 
 class SilenceWatch:
-    """Opens a `node_silent` incident the first time a node passes its timeout, and re-arms when the
-    node is heard from again."""
+    """Opens a `node_silent` incident once per silence: for a node last heard from (by any server
+    replica: `nodes.last_seen_at`) more than `node_timeout_s` ago, unless one was opened since it was
+    last heard from. Nodes silent for more than a day are history, not news."""
+
+    HISTORY = timedelta(days=1)
 
     def __init__(self, svc: Services) -> None:
         self._svc = svc
-        self._silent: set[str] = set()
 
     def check(self, now: float | None = None) -> list[int]:
         now = time.time() if now is None else now
         timeout = self._svc.settings.node_timeout_s
-        opened = []
-        for node in self._svc.telemetry.nodes():
-            if node.last_seen is None:
-                continue
-            silent_for = now - node.last_seen
-            if silent_for <= timeout:
-                self._silent.discard(node.name)
-                continue
-            if node.name in self._silent:
-                continue
-            self._silent.add(node.name)
-            with self._svc.sessions() as session:
-                node_id = session.scalar(select(Node.id).where(Node.name == node.name))
-                job_id = running_job(session, node_id) if node_id is not None else None
-            if node_id is None:
-                continue
-            log.warning("node %s silent for %.0f s", node.name, silent_for)
-            result = diagnose_silence(node.name, silent_for, timeout)
-            opened.append(
-                open_incident(self._svc, node_id=node_id, trigger="node_silent", job_id=job_id, result=result)
-            )
-            for run_id in self._fail_scheduled_runs(node_id):
-                opened.append(
-                    open_incident(self._svc, node_id=node_id, trigger="node_silent", run_id=run_id, result=result)
+        at = datetime.fromtimestamp(now, UTC)
+        with self._svc.sessions() as session:
+            silent = session.execute(
+                select(Node.id, Node.name, Node.last_seen_at).where(
+                    Node.last_seen_at < at - timedelta(seconds=timeout), Node.last_seen_at > at - self.HISTORY
                 )
+            ).all()
+        opened = []
+        for node_id, name, seen in silent:
+            with self._svc.sessions() as session:
+                job_id = running_job(session, node_id)
+            silent_for = (at - seen).total_seconds()
+            result = diagnose_silence(name, silent_for, timeout)
+            incident = open_incident(
+                self._svc, node_id=node_id, trigger="node_silent", job_id=job_id, result=result, once_since=seen
+            )
+            if incident is None:
+                continue  # this silence has its incident already
+            log.warning("node %s silent for %.0f s", name, silent_for)
+            opened.append(incident)
+            for run_id in self._fail_scheduled_runs(node_id):
+                if (
+                    run_incident := open_incident(
+                        self._svc, node_id=node_id, trigger="node_silent", run_id=run_id, result=result
+                    )
+                ) is not None:
+                    opened.append(run_incident)
         return opened
 
     def _fail_scheduled_runs(self, node_id: int) -> list[int]:

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -46,3 +46,10 @@ def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
     """One unit of work: committed if the block succeeds, rolled back entirely if it raises."""
     with factory() as session, session.begin():
         yield session
+
+
+def lock(session: Session, key: str) -> None:
+    """Serialise ``key`` across server replicas until the session's transaction ends: a PostgreSQL
+    transaction-level advisory lock. SQLite has one writer at a time already (and one server)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key})

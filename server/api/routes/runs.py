@@ -149,7 +149,7 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
 
     def work() -> RunEnded:
         with transaction(svc.sessions) as session:
-            run = session.get(Run, run_id)
+            run = session.get(Run, run_id, with_for_update=True)  # one exit per run, across replicas
             if run is None:
                 raise HTTPException(404, f"no run {run_id}")
             if run.ended_at is not None:  # a replay: report what was recorded the first time
