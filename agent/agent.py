@@ -221,6 +221,7 @@ class Agent:
     def _registration(self) -> RegisterRequest:
         return RegisterRequest(
             hostname=socket.gethostname(),
+            node=self.settings.node,
             agent_version=__version__,
             collector=self.collector.name,
             driver_version=self.collector.driver_version(),

@@ -41,6 +41,7 @@ def register(app: typer.Typer) -> None:
             data_dir=data_dir,
             server_url=server,
             token=token,
+            token_file=token_file,
             node=node,
             simulate=simulate,
             interval_s=interval,

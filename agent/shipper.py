@@ -117,6 +117,8 @@ class Shipper:
             self._send(item)
         except (httpx.TransportError, _Retry) as exc:
             delay = self.backoff.next_delay()
+            if isinstance(exc, _Retry) and exc.after is not None:  # 429 or 503: the server said when
+                delay = max(delay, min(exc.after, self.backoff.cap))
             log.warning(
                 "server unreachable or unwilling (%s); retrying in %.1fs, %d batches spooled",
                 exc,
@@ -158,14 +160,30 @@ class Shipper:
 
 
 class _Retry(Exception):
-    """A response that means: try the same request again later."""
+    """A response that means: try the same request again later (``after`` seconds, if the server said)."""
+
+    def __init__(self, message: str, after: float | None = None) -> None:
+        super().__init__(message)
+        self.after = after
 
 
 def _check(resp: httpx.Response, what: str) -> None:
+    """Return on success; otherwise raise _Retry: the request (a batch kept on the spool) is sent again
+    later. Over the node's rate (429) or with the database away (503) the server's Retry-After is kept."""
     if resp.status_code < 300:
         return
     if resp.status_code in (401, 403):
         log.error(
-            "%s refused: %s: check --token (create one with `gpuwatch token create --node NAME`)", what, resp.text[:200]
+            "%s refused: %s: check --token and --node (create a token with `gpuwatch token create --node NAME`)",
+            what,
+            resp.text[:200],
         )
-    raise _Retry(f"{what}: HTTP {resp.status_code}")
+    raise _Retry(f"{what}: HTTP {resp.status_code}", _retry_after(resp))
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    value = resp.headers.get("retry-after", "")
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:  # an HTTP date: rare enough to fall back on the backoff
+        return None

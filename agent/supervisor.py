@@ -184,6 +184,7 @@ class Supervisor:
                 key = f"{_safe(self.options.job)[:40]}-{uuid.uuid4().hex[:12]}"
                 start = {
                     "job": self.options.job,
+                    "node": self.settings.node,
                     "key": key,
                     "command": " ".join(self.options.command),
                     "resume_from": str(checkpoint.path) if checkpoint else None,

@@ -43,7 +43,15 @@ class Settings(BaseSettings):
     port: int = Field(default=8600, ge=0, le=65535)
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, description="request body limit (also after gunzip)")
     node_timeout_s: float = Field(default=30.0, gt=0, description="a node is down after this long without data")
-    ring_size: int = Field(default=600, ge=1, description="recent samples kept in memory per GPU")
+    ring_size: int = Field(
+        default=300, ge=1, description="seconds of history (one point a second) kept in memory per GPU"
+    )
+    rollup_flush_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="per-minute rollups are summed in memory and written this often; 0 writes them with each "
+        "batch (exactly-once, slower)",
+    )
     db_busy_timeout_ms: int = Field(default=5000, ge=0, description="SQLite lock wait before giving up")
     job_window_s: float = Field(default=300.0, gt=0, description="window of the per-job utilization figures")
     straggler_margin: float = Field(default=0.2, gt=0, description="compute time this far over the others' median")
@@ -52,6 +60,24 @@ class Settings(BaseSettings):
     hang_timeout_s: float = Field(default=600.0, gt=0, description="default; a job may set its own")
     hang_check_s: float = Field(default=1.0, gt=0, description="how often jobs are checked for hangs")
     max_rank_series: int = Field(default=64, ge=1, description="jobs with more ranks export job-level series only")
+    read_auth: bool = Field(default=False, description="GET /api/v1/… needs a token too (any role)")
+    rate_limit_per_s: float = Field(default=50.0, ge=0, description="requests per second per node token; 0: off")
+    rate_limit_burst: int = Field(default=500, ge=1, description="requests a node may make at once above the rate")
+    ssl_certfile: Path | None = Field(default=None, description="serve HTTPS with this certificate (PEM)")
+    ssl_keyfile: Path | None = Field(default=None, description="… and this private key (PEM)")
+
+    # retention (server/store/retention.py): days each kind of row is kept, 0 keeps it forever
+    retention_interval_s: float = Field(default=3600.0, ge=0, description="how often the server prunes; 0: never")
+    retention_chunk_rows: int = Field(default=5000, ge=1, description="rows deleted per transaction")
+    retention_log_lines_days: float = Field(default=30.0, ge=0, description="agents' log lines")
+    retention_events_days: float = Field(default=90.0, ge=0, description="Xid, ECC, hang, straggler … events")
+    retention_ingest_batches_days: float = Field(
+        default=7.0, ge=0, description="batch ids remembered to recognise an agent's retry: longer than any outage"
+    )
+    retention_rollups_days: float = Field(default=90.0, ge=0, description="per-minute GPU and job rollups")
+    retention_incident_snapshots_days: float = Field(
+        default=180.0, ge=0, description="GPU samples kept with incidents past diagnosis (post-mortem plots)"
+    )
 
     # notifications (server/NOTIFY.md); the URLs carry secrets: set them by environment or notify_url_file
     public_url: str | None = Field(default=None, description="this server's URL for links; default http://host:port")
@@ -118,7 +144,9 @@ class Settings(BaseSettings):
         if path:
             if not Path(path).is_file():
                 raise FileNotFoundError(f"{CONFIG_ENV}={path}: no such configuration file")
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+            toml = TomlConfigSettingsSource(settings_cls, toml_file=path)
+            _refuse_secrets(path, toml())
+            sources.append(toml)
         return tuple(sources)
 
     @property
@@ -139,6 +167,21 @@ class Settings(BaseSettings):
     @property
     def effective_spool_dir(self) -> Path:
         return self.spool_dir or self.agent_dir / "spool"
+
+
+#: Keys that would put the LLM's API key in a file that is copied around, committed, shown in a ticket.
+_FILE_SECRETS = ("llm_api_key", "openai_api_key", "api_key", "llm_key")
+
+
+def _refuse_secrets(path: str, values: dict[str, Any]) -> None:
+    for key, value in values.items():
+        if isinstance(value, dict):  # a table, e.g. [llm] api_key = …
+            _refuse_secrets(path, value)
+        elif key.lower() in _FILE_SECRETS:
+            raise ValueError(
+                f"{path}: `{key}` is not read from the configuration file: the LLM's API key comes only from "
+                "the environment (GPUWATCH_LLM_API_KEY, e.g. from a mounted secret); remove it from the file"
+            )
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:

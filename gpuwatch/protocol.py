@@ -201,6 +201,7 @@ class BatchAck(_Model):
 
 class RegisterRequest(_Model):
     hostname: str = _Name
+    node: str | None = Field(default=None, max_length=255, description="the agent's node name; must be the token's")
     agent_version: str = Field(default="", max_length=64)
     collector: str = Field(default="", max_length=64, description="nvml or simulated")
     driver_version: str | None = Field(default=None, max_length=64)

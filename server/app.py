@@ -9,25 +9,29 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry
-from sqlalchemy import select
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy import Engine, select
+from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 
 from gpuwatch import __version__
 from gpuwatch.config import Settings
 from gpuwatch.protocol import GpuInfo
-from server.api.deps import Services
-from server.api.routes import health, ingest, read, recovery, reports, runs
+from server.api.deps import ReadAccess, Services
+from server.api.limits import RateLimiter
+from server.api.routes import admin, health, ingest, read, recovery, reports, runs
 from server.detections import record
 from server.incidents.recover import expire_exclusions
 from server.incidents.watch import SilenceWatch
 from server.notify import Notifier
-from server.store.db import make_engine, make_sessionmaker
+from server.store.db import make_engine, make_sessionmaker, transaction
 from server.store.migrate import check_schema
 from server.store.models import Gpu, Node
+from server.store.retention import PruneResult, Retention, prune
+from server.store.rollups import RollupBuffer
 from server.telemetry.exporter import IngestMetrics, MetricsExporter
 from server.telemetry.incidents import IncidentCollector
 from server.telemetry.jobs import JobTracker
 from server.telemetry.latest import Telemetry
+from server.telemetry.retention import RetentionMetrics
 from server.watchdog import Watchdog
 
 log = logging.getLogger("gpuwatch.server")
@@ -54,7 +58,10 @@ def create_app(settings: Settings) -> FastAPI:
     )
     registry.register(IncidentCollector(sessions))
     notifier = Notifier.from_settings(settings, registry)
-    svc = Services(settings, engine, sessions, telemetry, exporter, jobs, IngestMetrics(registry), notifier)
+    retention = RetentionMetrics(registry)
+    rollups = RollupBuffer(settings.rollup_flush_s)
+    svc = Services(settings, engine, sessions, telemetry, exporter, jobs, IngestMetrics(registry), rollups, notifier)
+    svc.limits = RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -64,20 +71,42 @@ def create_app(settings: Settings) -> FastAPI:
                 ("hang", lambda: record(svc, svc.jobs.check_hangs())),
                 ("silent node", silence.check),
                 ("exclusion expiry", lambda: expire_exclusions(svc)),
+                ("rollup flush", lambda: flush_rollups(svc, due_only=True)),
             ],
             settings.hang_check_s,
         )
         watchdog.start()
+        # Pruning on a thread of its own: a long backlog must not delay the hang checks.
+        pruner = Watchdog(
+            [("retention", lambda: retention.observe(lambda: _prune(engine, settings)))], settings.retention_interval_s
+        )
+        if settings.retention_interval_s > 0:
+            pruner.start()
         yield
+        if settings.retention_interval_s > 0:
+            pruner.stop()
         watchdog.stop()
+        flush_rollups(svc)
         notifier.close()
 
     app = FastAPI(
         title="gpuwatch", version=__version__, description="GPU cluster observability and diagnosis", lifespan=lifespan
     )
     app.state.services = svc
-    for module in (health, ingest, read, runs, recovery, reports):
+    for module in (health, ingest):  # open, or each endpoint checks its node token
         app.include_router(module.router)
+    for module in (read, runs, recovery, reports, admin):  # their GETs need a token with `read_auth`
+        app.include_router(module.router, dependencies=[ReadAccess])
+
+    @app.exception_handler(DataError)
+    async def _refused_value(request: Request, exc: Exception) -> JSONResponse:
+        # A value the database cannot hold (a NUL in a PostgreSQL string): the same request would fail
+        # again, so a 422 the agent sets aside, never a 503 it would retry for ever.
+        log.warning("database refused a value on %s: %s", request.url.path, str(exc).splitlines()[0])
+        return JSONResponse(
+            {"detail": "the database refused a value of the request (e.g. a NUL character); nothing was stored"},
+            status_code=422,
+        )
 
     @app.exception_handler(OperationalError)
     @app.exception_handler(DBAPIError)
@@ -102,6 +131,11 @@ def create_app(settings: Settings) -> FastAPI:
     return app
 
 
+def _prune(engine: Engine, settings: Settings) -> PruneResult:
+    """One retention run (server/store/retention.py); on PostgreSQL skipped while another replica prunes."""
+    return prune(engine, Retention.from_settings(settings), chunk=settings.retention_chunk_rows)
+
+
 def _load_inventory(sessions, telemetry: Telemetry) -> None:  # type: ignore[no-untyped-def]
     """Known GPUs are listed (without values) from the start, before their agents reconnect."""
     with sessions() as session:
@@ -119,3 +153,10 @@ def _load_inventory(sessions, telemetry: Telemetry) -> None:  # type: ignore[no-
         )
     for name, gpus in by_node.items():
         telemetry.set_inventory(name, gpus)
+
+
+def flush_rollups(svc: Services, due_only: bool = False) -> None:
+    """Write the buffered rollups now (or only when their flush is due)."""
+    if not due_only or svc.rollups.due():
+        with transaction(svc.sessions) as session:
+            svc.rollups.flush(session)

@@ -22,6 +22,7 @@ from server.app import create_app
 from server.store.db import make_engine, make_sessionmaker, transaction
 from server.store.migrate import upgrade
 from server.store.nodes import create_token
+from server.store.tokens import create_admin_token
 
 T = TypeVar("T")
 CLI = [sys.executable, "-m", "gpuwatch"]
@@ -77,6 +78,15 @@ def new_token(url: str, node: str) -> str:
     try:
         with transaction(make_sessionmaker(engine)) as session:
             return create_token(session, node)
+    finally:
+        engine.dispose()
+
+
+def new_admin_token(url: str, name: str = "ops") -> str:
+    engine = make_engine(url)
+    try:
+        with transaction(make_sessionmaker(engine)) as session:
+            return create_admin_token(session, name)
     finally:
         engine.dispose()
 

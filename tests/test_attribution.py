@@ -55,7 +55,7 @@ def test_registered_process_wins_over_its_environment(tmp_path: Path) -> None:
 def test_simulated_gpu_samples_are_attributed_and_free_gpus_counted_idle_capacity(tmp_path: Path) -> None:
     url = migrated_sqlite(tmp_path)
     port, client_port = free_port(), free_port()
-    server = start_server(tmp_path, port, tmp_path / "server.log")
+    server = start_server(tmp_path, port, tmp_path / "server.log", {"GPUWATCH_ROLLUP_FLUSH_S": "0"})
     agent = Proc(
         [
             "agent",

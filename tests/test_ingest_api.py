@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
 from gpuwatch.protocol import Batch, Event, GpuInfo, GpuSample, LogLine, RegisterRequest
+from server.app import flush_rollups
 from server.store.models import EventRow, GpuRollup, LogLineRow
 from tests.helpers import InProcessServer, new_token
 
@@ -74,6 +75,7 @@ def test_replayed_batch_stores_nothing_twice(live_server: InProcessServer, node:
     assert rebatched["logs"] == 3 and rebatched["events"] == 0
     assert _count(live_server, LogLineRow) == 8
     assert _count(live_server, EventRow) == 1
+    flush_rollups(live_server.services)  # rollups are buffered (GPUWATCH_ROLLUP_FLUSH_S); the replay added none
     with live_server.services.sessions() as s:
         assert s.scalar(select(func.sum(GpuRollup.samples))) == 4  # batches 7 and 8 once each, 2 GPUs
     metrics = node.get("/metrics").text

@@ -141,7 +141,10 @@ def test_summary_rates_and_gpu_accounting() -> None:
     r = s.ranks[0]
     assert r.tokens_per_s == 100.0  # 1000 tokens over 10 s of steps
     assert r.comm_overhead == 0.25 and r.step_s == 1.0
-    assert r.idle_fraction == 0.2 and r.gpu_util_p50 == 80.0
+    # 10 samples in two 5 s buckets (means 80 and 48.4): the mean and idle share count every sample,
+    # the median is over the bucket means (POINT_GAP_S).
+    assert r.idle_fraction == 0.2 and r.gpu_util_mean == pytest.approx(64.2)
+    assert r.gpu_util_p50 == pytest.approx((80.0 + 48.4) / 2)
     assert r.nvlink_bytes_per_s == 1024 * 1024.0  # 1 MiB more each second
     assert s.gpu_hours == 10 / 3600 and s.idle_gpu_hours == 2 / 3600
     assert s.energy_kwh == 500 * 10 / 3.6e6

@@ -1,4 +1,5 @@
-"""The recovery API's contract: idempotent run starts and exits, the pause switch, bad input refused."""
+"""The recovery API's contract: idempotent run starts and exits, the pause switch (an admin's), bad input
+refused."""
 
 from __future__ import annotations
 
@@ -8,15 +9,21 @@ import httpx
 import pytest
 
 from gpuwatch.config import Settings
-from tests.helpers import InProcessServer, new_token, wait_until
+from tests.helpers import InProcessServer, new_admin_token, new_token, wait_until
 
 
 @pytest.fixture
 def client(settings: Settings) -> httpx.Client:
+    """A node's client (runs); its ``admin`` attribute is an admin's (the pause switch)."""
     fast = settings.model_copy(update={"incident_settle_s": 0.05, "max_body_bytes": 1024 * 1024})
     with InProcessServer(fast) as srv:
         token = new_token(fast.effective_database_url, "node-p")
-        with httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {token}"}, timeout=10) as c:
+        admin = new_admin_token(fast.effective_database_url)
+        with (
+            httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {token}"}, timeout=10) as c,
+            httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {admin}"}, timeout=10) as a,
+        ):
+            c.admin = a  # type: ignore[attr-defined]
             yield c
 
 
@@ -42,12 +49,12 @@ def test_start_and_exit_are_idempotent(client: httpx.Client) -> None:
 
 
 def test_pause_stops_restarts_but_decisions_are_still_recorded(client: httpx.Client) -> None:
-    assert client.post("/api/v1/recovery/pause", json={"paused": True}).json()["paused"] is True
+    assert client.admin.post("/api/v1/recovery/pause", json={"paused": True}).json()["paused"] is True
     run = client.post("/api/v1/runs", json={"job": "p"}).json()["id"]
     client.post(f"/api/v1/runs/{run}/exit", json={"exit_code": 143, "signal": None})
     decision = _decision(client, run)
     assert (decision["reason"], decision["restart"], decision["rule"]) == ("preempted", False, "paused")
-    client.post("/api/v1/recovery/pause", json={"paused": False})
+    client.admin.post("/api/v1/recovery/pause", json={"paused": False})
     run2 = client.post("/api/v1/runs", json={"job": "p"}).json()["id"]
     client.post(f"/api/v1/runs/{run2}/exit", json={"exit_code": 143})
     assert _decision(client, run2)["restart"] is True
@@ -63,7 +70,7 @@ def test_pause_stops_restarts_but_decisions_are_still_recorded(client: httpx.Cli
     ],
 )
 def test_bad_input_is_refused_with_the_reason(client: httpx.Client, path: str, body: dict, needle: str) -> None:
-    resp = client.post(path, json=body)
+    resp = (client.admin if "pause" in path else client).post(path, json=body)
     assert resp.status_code == 422 and needle in resp.text
 
 

@@ -43,7 +43,8 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def server(db_url: str, tmp_path: Path) -> Iterator[InProcessServer]:
-    with InProcessServer(Settings(data_dir=tmp_path, database_url=db_url)) as srv:
+    # Rollups written with each batch (flush 0): exactly-once with the batch id, on both databases.
+    with InProcessServer(Settings(data_dir=tmp_path, database_url=db_url, rollup_flush_s=0)) as srv:
         yield srv
 
 

@@ -8,11 +8,14 @@ Anything that goes wrong (timeout, HTTP error, malformed or off-taxonomy answer)
 the rules' guess attached; `analyse` never raises, because a diagnosis must come out either way.
 
 Any OpenAI-compatible chat-completions server works (vLLM, llama.cpp, Ollama, a hosted API); the LLM
-path is off unless GPUWATCH_LLM_BASE_URL and GPUWATCH_LLM_MODEL are set.
+path is off unless GPUWATCH_LLM_BASE_URL and GPUWATCH_LLM_MODEL are set. Its key comes only from the
+environment (GPUWATCH_LLM_API_KEY; never OPENAI_API_KEY, which may belong to another service than the
+one configured here, nor the TOML file), and the log lines are scrubbed of secrets (`scrub.py`) first.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import time
@@ -25,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gpuwatch.diagnosis.excerpt import Excerpt, build_excerpt
 from gpuwatch.diagnosis.model import Diagnosis, Evidence, LogSource
 from gpuwatch.diagnosis.normalize import normalize
+from gpuwatch.diagnosis.scrub import scrub_lines
 from gpuwatch.taxonomy import REASONS
 
 #: One line per reason for the prompt (the long form is ../shared/failure-taxonomy.md).
@@ -188,6 +192,8 @@ class LlmAnalyser:
         started = time.monotonic()
         excerpt: Excerpt | None = None
         try:
+            # Secrets never leave: every line the prompt (and so the cited evidence) can hold is scrubbed.
+            sources = [dataclasses.replace(s, lines=scrub_lines(s.lines)) for s in sources]
             nonce = secrets.token_hex(8)
             overhead = len(_user_prompt(rules, "", nonce)) // 4 + 1
             excerpt = build_excerpt(sources, max(0, self.budget_tokens - overhead), focus=rules.evidence)

@@ -20,6 +20,23 @@ def _too_large(limit: int) -> HTTPException:
 
 async def read_model(request: Request, model: type[M], limit: int) -> M:
     """The body as ``model``; 413 past ``limit`` bytes (before and after gunzip), 422 naming the bad field."""
+    raw = await read_body(request, limit)
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+
+
+def validation_error(exc: ValidationError) -> RequestValidationError:
+    """pydantic's errors as FastAPI's 422, located in the body."""
+    # Without the input: an invalid-UTF-8 one cannot be encoded (a 500), and a bad body is not echoed back.
+    raw = exc.errors(include_url=False, include_context=False, include_input=False)
+    errors = [{**e, "loc": ("body", *e["loc"])} for e in raw]
+    return RequestValidationError(errors)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw body, gunzipped; 413 past ``limit`` bytes (before and after gunzip), 400/415 for bad encodings."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
@@ -37,11 +54,7 @@ async def read_model(request: Request, model: type[M], limit: int) -> M:
         raw = _gunzip(raw, limit)
     elif encoding != "identity":
         raise HTTPException(415, f"unsupported Content-Encoding {encoding!r}: send gzip or identity")
-    try:
-        return model.model_validate_json(raw)
-    except ValidationError as exc:
-        errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False, include_context=False)]
-        raise RequestValidationError(errors) from None
+    return raw
 
 
 def _gunzip(raw: bytes, limit: int) -> bytes:

@@ -1,7 +1,9 @@
-"""Shared request dependencies: the app's services, a database session, the calling node."""
+"""Shared request dependencies: the app's services, a database session, and who is calling (a node's
+token, an admin's, or nobody) with what it may do."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -10,11 +12,14 @@ from typing import Annotated
 from fastapi import Depends, Header, HTTPException, Request
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
 
 from gpuwatch.config import Settings
+from server.api.limits import RateLimiter
 from server.notify import Notifier
 from server.store.models import Node
-from server.store.nodes import node_for_token
+from server.store.rollups import RollupBuffer
+from server.store.tokens import ADMIN, TokenInfo, lookup
 from server.telemetry.exporter import IngestMetrics, MetricsExporter
 from server.telemetry.jobs import JobTracker
 from server.telemetry.latest import Telemetry
@@ -71,7 +76,9 @@ class Services:
     exporter: MetricsExporter
     jobs: JobTracker
     metrics: IngestMetrics
+    rollups: RollupBuffer  # per-minute rollups waiting for their flush
     notifier: Notifier | None = None  # incident webhooks (server/NOTIFY.md)
+    limits: RateLimiter | None = None  # per-node request rate; None: unlimited
     decided: DecisionBoard = field(default_factory=DecisionBoard)
     first_steps: FirstSteps = field(default_factory=FirstSteps)
 
@@ -93,8 +100,25 @@ SessionDep = Annotated[Session, Depends(db_session)]
 _UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
 
 
-def current_node(svc: ServicesDep, authorization: Annotated[str | None, Header()] = None) -> Node:
-    """The node whose bearer token authorises this request; 401 otherwise."""
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a request's bearer token says is calling: a node (``node`` set) or an admin (``name`` set)."""
+
+    token: TokenInfo
+    node: Node | None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.token.role == ADMIN
+
+    @property
+    def who(self) -> str:
+        """For audit rows and messages: the role, whose, and the token's first characters (never all of it)."""
+        owner = self.token.name if self.is_admin else self.token.node_name
+        return f"{self.token.role} {owner} ({self.token.prefix}…)"
+
+
+def _principal(svc: Services, authorization: str | None) -> Principal:
     if not authorization:
         raise HTTPException(
             401, "missing bearer token: create one with `gpuwatch token create --node NAME`", headers=_UNAUTHORIZED
@@ -103,10 +127,54 @@ def current_node(svc: ServicesDep, authorization: Annotated[str | None, Header()
     if scheme.lower() != "bearer" or not token.strip():
         raise HTTPException(401, "Authorization must be 'Bearer <token>'", headers=_UNAUTHORIZED)
     with svc.sessions() as session:
-        node = node_for_token(session, token.strip())
-    if node is None:
+        found = lookup(session, token.strip())
+    if found is None:
         raise HTTPException(401, "unknown or revoked token", headers=_UNAUTHORIZED)
-    return node
+    return Principal(*found)
+
+
+def current_node(svc: ServicesDep, authorization: Annotated[str | None, Header()] = None) -> Node:
+    """The node whose bearer token authorises this request: 401 without a valid token, 403 for an admin
+    token (admins are not nodes), 429 past the node's request rate."""
+    who = _principal(svc, authorization)
+    if who.is_admin or who.node is None:
+        raise HTTPException(403, "an admin token cannot act as a node: agents and supervisors use their node's token")
+    if svc.limits is not None and (wait := svc.limits.acquire(who.node.id)):
+        raise HTTPException(
+            429,
+            f"node {who.node.name} is over its request rate (GPUWATCH_RATE_LIMIT_PER_S); retry later",
+            headers={"Retry-After": str(max(1, math.ceil(wait)))},
+        )
+    return who.node
+
+
+def current_admin(svc: ServicesDep, authorization: Annotated[str | None, Header()] = None) -> Principal:
+    """An admin token's holder: 401 without a valid token, 403 for a node's token."""
+    who = _principal(svc, authorization)
+    if not who.is_admin:
+        raise HTTPException(
+            403,
+            f"this needs an admin token (`gpuwatch token create --admin --name NAME`); "
+            f"the token given is node {who.token.node_name}'s",
+        )
+    return who
+
+
+async def read_access(
+    request: Request, svc: ServicesDep, authorization: Annotated[str | None, Header()] = None
+) -> None:
+    """With `read_auth` on, a GET needs a valid token (any role); writes check their own tokens. Async, so
+    that with it off (the default) no request pays a trip through the thread pool for nothing."""
+    if svc.settings.read_auth and request.method in ("GET", "HEAD"):
+        await run_in_threadpool(_principal, svc, authorization)
+
+
+def own_node(node: Node, named: str | None, what: str) -> None:
+    """403 when a node's token speaks about another node: a node acts only for itself."""
+    if named is not None and named != node.name:
+        raise HTTPException(403, f"this token belongs to node {node.name}; it cannot {what} for node {named!r}")
 
 
 NodeDep = Annotated[Node, Depends(current_node)]
+AdminDep = Annotated[Principal, Depends(current_admin)]
+ReadAccess = Depends(read_access)

@@ -34,6 +34,7 @@ from gpuwatch.taxonomy import REASONS
 from server.api.deps import Services
 from server.executors.base import ActionResult, Executor, JobTarget, executor_from_settings
 from server.incidents import notices, snapshot
+from server.store.audit import audit
 from server.store.db import transaction
 from server.store.models import Action, Diagnosis, Exclusion, Flag, Incident, Job, Run, utcnow
 
@@ -188,6 +189,43 @@ def expire_exclusions(svc: Services) -> list[str]:
     return [node for node, _ in released]
 
 
+def exclude_by_hand(svc: Services, node: str, reason: str, ttl_s: float | None, actor: str) -> Exclusion | None:
+    """An admin keeps ``node`` out of restarts (drained or cordoned through the cluster's `executor`);
+    audited. None when it is excluded already."""
+    with transaction(svc.sessions) as session:
+        if any(e.node_name == node for e in excluded_nodes(session)):
+            return None
+        todo = _Todo()
+        _exclude(session, svc, todo, [node], reason, None, None, actor=actor[:64], ttl_s=ttl_s)
+        audit(session, actor, "exclusion.add", node, reason=reason, ttl_s=ttl_s)
+        session.flush()
+        (added,) = [e for e in excluded_nodes(session) if e.node_name == node]
+    _carry_out(svc, todo)
+    return added
+
+
+def release_by_hand(svc: Services, node: str, actor: str) -> bool:
+    """An admin lets ``node`` back before its exclusion's time is up (resumed or uncordoned); audited.
+    False when it was not excluded."""
+    now = datetime.now(UTC)
+    with transaction(svc.sessions) as session:
+        active = [e for e in excluded_nodes(session, now) if e.node_name == node]
+        for e in active:
+            e.released_at = now
+        if active:
+            audit(session, actor, "exclusion.release", node)
+        executors = {e.executor for e in active if e.executor}
+    if not active:
+        return False
+    svc.metrics.excluded_nodes.labels(node).set(0)
+    for name in executors:
+        try:
+            log.warning("%s releases %s: %s", actor, node, _executor(svc.settings, name).release_node(node).detail)
+        except Exception as exc:  # the release is recorded; the scheduler's answer is only reported
+            log.error("releasing %s through %s failed: %s", node, name, exc)
+    return True
+
+
 def _current(svc: Services) -> list[Exclusion]:
     with svc.sessions() as session:
         return excluded_nodes(session)
@@ -250,11 +288,12 @@ def _exclude(
     todo: _Todo,
     nodes: list[str],
     reason: str,
-    incident_id: int,
+    incident_id: int | None,
     job: Job | None,
     actor: str = "server",
+    ttl_s: float | None = None,
 ) -> None:
-    ttl = timedelta(seconds=svc.settings.recovery_exclude_ttl_s)
+    ttl = timedelta(seconds=svc.settings.recovery_exclude_ttl_s if ttl_s is None else ttl_s)
     current = {e.node_name for e in excluded_nodes(session)}
     executor = svc.settings.executor or (job.scheduler if job is not None and job.scheduler != "local" else None)
     for node in nodes:

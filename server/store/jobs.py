@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpuwatch.protocol import CheckpointReport, GpuSample, JobProcess, StepReport
+from gpuwatch.protocol import CheckpointReport, JobProcess, StepReport
 from server.store.models import Checkpoint, Job, JobRank, JobRollup, utcnow
 from server.store.upsert import insert_for
 
@@ -44,15 +44,13 @@ def store_job_data(
     node_id: int,
     processes: list[JobProcess],
     steps: list[StepReport],
-    samples: list[GpuSample],
-    checkpoints: list[CheckpointReport] | None = None,
+    checkpoints: list[CheckpointReport],
 ) -> None:
-    checkpoints = checkpoints or []
-    names = {p.job for p in processes} | {s.job for s in steps} | {s.job for s in samples if s.job}
-    names |= {c.job for c in checkpoints}
+    """A batch's job processes, steps and checkpoint saves (its samples go through `server.store.rollups`)."""
+    names = {p.job for p in processes} | {s.job for s in steps} | {c.job for c in checkpoints}
     ids = job_ids(session, names, processes)
     _store_ranks(session, node_id, ids, processes)
-    _store_rollups(session, ids, steps, samples)
+    _store_rollups(session, ids, steps)
     _store_checkpoints(session, ids, checkpoints)
 
 
@@ -121,7 +119,7 @@ _ROLLUP_SUMS = (
 )
 
 
-def _store_rollups(session: Session, ids: dict[str, int], steps: list[StepReport], samples: list[GpuSample]) -> None:
+def _store_rollups(session: Session, ids: dict[str, int], steps: list[StepReport]) -> None:
     acc: dict[tuple[int, int, datetime], dict[str, float]] = defaultdict(lambda: dict.fromkeys(_ROLLUP_SUMS, 0.0))
     for st in steps:
         a = acc[(ids[st.job], st.rank, _minute(st.ts))]
@@ -130,17 +128,6 @@ def _store_rollups(session: Session, ids: dict[str, int], steps: list[StepReport
         a["comm_seconds"] += st.comm_s
         a["tokens"] += st.tokens or 0.0
         a["samples"] += st.samples or 0.0
-    for s in samples:
-        if s.job is None:
-            continue
-        a = acc[(ids[s.job], s.rank if s.rank is not None else -1, _minute(s.ts))]
-        period = s.period_s or 1.0
-        a["gpu_seconds"] += period
-        if s.util_gpu is not None:
-            a["util_gpu_seconds"] += s.util_gpu * period
-            if s.util_gpu < IDLE_UTIL:
-                a["idle_gpu_seconds"] += period
-        a["energy_j"] += (s.power_w or 0.0) * period
     if not acc:
         return
     table = JobRollup.__table__

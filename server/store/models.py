@@ -79,13 +79,16 @@ class Node(Base):
 
 
 class ApiToken(Base):
-    """A node's bearer token. Only its SHA-256 is stored: tokens are 256-bit random, so a slow hash
+    """A bearer token: a node's (``role`` node, bound to ``node_id``) or a person's (``role`` admin, no
+    node, a ``name`` saying whose). Only its SHA-256 is stored: tokens are 256-bit random, so a slow hash
     would add nothing but latency to every request."""
 
     __tablename__ = "api_tokens"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    node_id: Mapped[int | None] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    role: Mapped[str] = mapped_column(String(16), server_default="node", doc="node or admin")
+    name: Mapped[str | None] = mapped_column(String(255), doc="an admin token's holder")
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     prefix: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -285,6 +288,19 @@ class Exclusion(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
     released_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class AuditEntry(Base):
+    """One administrative act (pause, exclusion, token created or revoked): who, what, on what, when."""
+
+    __tablename__ = "admin_audit"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(255), doc="admin token name and prefix, or the CLI's OS user")
+    action: Mapped[str] = mapped_column(String(64), doc="e.g. recovery.pause, exclusion.add, token.create")
+    target: Mapped[str | None] = mapped_column(String(255))
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
 
 class Flag(Base):

@@ -32,7 +32,7 @@ def create_token(session: Session, node_name: str) -> str:
     """Create ``node_name`` if needed and return a new token for it; only its hash is stored."""
     node = get_or_create_node(session, node_name)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    session.add(ApiToken(node_id=node.id, token_hash=hash_token(token), prefix=token[:12]))
+    session.add(ApiToken(node_id=node.id, role="node", token_hash=hash_token(token), prefix=token[:12]))
     return token
 
 

@@ -39,16 +39,38 @@ class Detection:
     data: dict[str, Any]
 
 
+#: A rank keeps one GPU point per GPU per `POINT_GAP_S` bucket, whatever the agent's sampling rate (a
+#: point holds the bucket's mean utilisation and its idle share), at most `POINTS_PER_RANK` of them:
+#: with the default 300 s window, 60 points a GPU, about 15 KB, which bounds the tracker at about
+#: 150 MB for 10,000 ranks. The newest sample of each GPU is kept apart, for hang detection.
+POINT_GAP_S = 5.0
+POINTS_PER_RANK = 256
+
+
 @dataclass(slots=True)
 class _GpuPoint:
     ts: float
     received: float
     gpu: int
-    util: float | None
+    util: float | None  # the bucket's mean
     period_s: float
     power_w: float | None
     nvlink_kib: int | None
     pcie_kbps: float | None
+    n: int = 0  # samples with a utilisation in the bucket
+    idle: int = 0  # of which idle
+
+    def fold(self, other: _GpuPoint) -> None:
+        """Add a newer point (one sample or several) of the same GPU to this bucket."""
+        if other.n:
+            total = self.n + other.n
+            self.util = other.util if not self.n else (self.util * self.n + other.util * other.n) / total  # type: ignore[operator]
+            self.n = total
+            self.idle += other.idle
+        self.ts, self.received, self.period_s = other.ts, other.received, other.period_s
+        self.power_w = other.power_w if other.power_w is not None else self.power_w
+        self.nvlink_kib = other.nvlink_kib if other.nvlink_kib is not None else self.nvlink_kib
+        self.pcie_kbps = other.pcie_kbps if other.pcie_kbps is not None else self.pcie_kbps
 
 
 @dataclass(slots=True)
@@ -57,7 +79,9 @@ class _Rank:
     node: str | None = None
     pid: int | None = None
     steps: deque[StepReport] = field(default_factory=lambda: deque(maxlen=512))
-    gpu_points: deque[_GpuPoint] = field(default_factory=lambda: deque(maxlen=4096))
+    gpu_points: deque[_GpuPoint] = field(default_factory=lambda: deque(maxlen=POINTS_PER_RANK))
+    latest: dict[int, _GpuPoint] = field(default_factory=dict)  # by GPU index: the newest point
+    bucket: dict[int, tuple[float, _GpuPoint]] = field(default_factory=dict)  # by GPU: (start, open bucket)
     last_step: int = -1
     last_progress: float | None = None
     streak: int = 0
@@ -208,22 +232,56 @@ class JobTracker:
     def add_samples(self, node: str, samples: list[GpuSample]) -> None:
         """Attributed GPU samples: utilisation, energy and idle time per job and rank."""
         now = self.clock()
+        groups: dict[tuple[str, int, int], list[GpuSample]] = {}
+        for s in samples:
+            if s.job is not None:
+                key = (s.job, -1 if s.rank is None else s.rank, s.gpu)
+                group = groups.get(key)
+                if group is None:
+                    groups[key] = [s]
+                else:
+                    group.append(s)
         with self._lock:
-            for s in samples:
-                if s.job is None:
-                    continue
-                job = self._job(s.job, now)
-                r = job.rank(s.rank if s.rank is not None else -1)
+            for (name, rank, gpu), g in groups.items():
+                job = self._job(name, now)
+                r = job.rank(rank)
                 r.node = r.node or node
-                period = s.period_s or 1.0
-                nvlink = None if s.nvlink_tx_kib is None else s.nvlink_tx_kib + (s.nvlink_rx_kib or 0)
-                pcie = None if s.pcie_tx_kbps is None else s.pcie_tx_kbps + (s.pcie_rx_kbps or 0.0)
-                r.gpu_points.append(_GpuPoint(s.ts, now, s.gpu, s.util_gpu, period, s.power_w, nvlink, pcie))
-                job.gpu_seconds += period
-                if s.util_gpu is not None and s.util_gpu < self.idle_util:
-                    job.idle_gpu_seconds += period
-                if s.power_w is not None:
-                    job.energy_j += s.power_w * period
+                periods = [s.period_s or 1.0 for s in g]
+                idle = [
+                    p for s, p in zip(g, periods, strict=True) if s.util_gpu is not None and s.util_gpu < self.idle_util
+                ]
+                job.gpu_seconds += sum(periods)
+                job.idle_gpu_seconds += sum(idle)
+                job.energy_j += sum(s.power_w * p for s, p in zip(g, periods, strict=True) if s.power_w is not None)
+                g.sort(key=_by_ts)
+                newest = self._point(g[-1:], now)
+                last = r.latest.get(gpu)
+                if last is None or newest.ts >= last.ts:
+                    r.latest[gpu] = newest
+                start = 0
+                while start < len(g):  # one point per POINT_GAP_S bucket
+                    bucket = r.bucket.get(gpu)
+                    if bucket is not None and bucket[0] <= g[start].ts < bucket[0] + POINT_GAP_S:
+                        begin, point = bucket
+                        end = _bucket_end(g, start, begin + POINT_GAP_S)
+                        point.fold(self._point(g[start:end], now))
+                    else:
+                        begin = g[start].ts
+                        end = _bucket_end(g, start, begin + POINT_GAP_S)
+                        point = self._point(g[start:end], now)
+                        r.gpu_points.append(point)
+                        r.bucket[gpu] = (begin, point)
+                    start = end
+
+    def _point(self, g: list[GpuSample], now: float) -> _GpuPoint:
+        """One point for samples of one GPU (oldest first): their mean utilisation, the last one's rest."""
+        utils = [s.util_gpu for s in g if s.util_gpu is not None]
+        s = g[-1]
+        nvlink = None if s.nvlink_tx_kib is None else s.nvlink_tx_kib + (s.nvlink_rx_kib or 0)
+        pcie = None if s.pcie_tx_kbps is None else s.pcie_tx_kbps + (s.pcie_rx_kbps or 0.0)
+        mean = sum(utils) / len(utils) if utils else None
+        idle = sum(u < self.idle_util for u in utils)
+        return _GpuPoint(s.ts, now, s.gpu, mean, s.period_s or 1.0, s.power_w, nvlink, pcie, len(utils), idle)
 
     def add_steps(self, node: str, steps: list[StepReport]) -> list[Detection]:
         """Record steps; return the stragglers they reveal."""
@@ -346,7 +404,7 @@ class JobTracker:
     def _gpus_idle(self, job: _Job, now: float) -> bool:
         latest: dict[tuple[str | None, int], _GpuPoint] = {}
         for r in job.ranks.values():
-            for p in r.gpu_points:
+            for p in r.latest.values():
                 key = (r.node, p.gpu)
                 if key not in latest or p.ts > latest[key].ts:
                     latest[key] = p
@@ -367,20 +425,16 @@ class JobTracker:
             if job is None:
                 return None
             ranks = tuple(self._rank_summary(r, now, window) for _, r in sorted(job.ranks.items()))
-            utils = [
-                p.util
-                for r in job.ranks.values()
-                for p in r.gpu_points
-                if p.util is not None and now - p.received <= window
-            ]
+            points = [p for r in job.ranks.values() for p in r.gpu_points if now - p.received <= window]
+            util_mean, util_p50, idle_fraction = self._util_stats(points)
             steps = [s for r in job.ranks.values() for s in r.steps if now - s.ts <= window]
             return JobSummary(
                 job=name,
                 window_s=window,
                 world_size=job.world_size,
-                gpu_util_mean=_mean(utils),
-                gpu_util_p50=statistics.median(utils) if utils else None,
-                idle_fraction=_ratio(sum(u < self.idle_util for u in utils), len(utils)),
+                gpu_util_mean=util_mean,
+                gpu_util_p50=util_p50,
+                idle_fraction=idle_fraction,
                 step_s=statistics.median(s.duration_s for s in steps) if steps else None,
                 comm_overhead=_ratio(sum(s.comm_s for s in steps), sum(s.duration_s for s in steps)),
                 tokens_per_s=_sum_or_none([r.tokens_per_s for r in ranks]),
@@ -420,7 +474,7 @@ class JobTracker:
 
     def _rank_summary(self, r: _Rank, now: float, window: float) -> RankSummary:
         points = [p for p in r.gpu_points if now - p.received <= window]
-        utils = [p.util for p in points if p.util is not None]
+        util_mean, util_p50, idle_fraction = self._util_stats(points)
         steps = [s for s in r.steps if now - s.ts <= window]
         duration = sum(s.duration_s for s in steps)
         comm = sum(s.comm_s for s in steps)
@@ -437,9 +491,9 @@ class JobTracker:
             gpus=tuple(sorted({p.gpu for p in points})),
             steps=len(steps),
             last_step=r.last_step,
-            gpu_util_mean=_mean(utils),
-            gpu_util_p50=statistics.median(utils) if utils else None,
-            idle_fraction=_ratio(sum(u < self.idle_util for u in utils), len(utils)),
+            gpu_util_mean=util_mean,
+            gpu_util_p50=util_p50,
+            idle_fraction=idle_fraction,
             step_s=statistics.median(s.duration_s for s in steps) if steps else None,
             comm_s=comm / len(steps) if steps else None,
             compute_s=(duration - comm) / len(steps) if steps else None,
@@ -451,12 +505,34 @@ class JobTracker:
             straggler=r.straggling,
         )
 
+    @staticmethod
+    def _util_stats(points: list[_GpuPoint]) -> tuple[float | None, float | None, float | None]:
+        """Mean utilisation and idle share over the buckets' samples; median of the bucket means."""
+        known = [p for p in points if p.util is not None and p.n]
+        total = sum(p.n for p in known)
+        if not total:
+            return None, None, None
+        mean = sum(p.util * p.n for p in known) / total  # type: ignore[operator]
+        return mean, statistics.median(p.util for p in known), sum(p.idle for p in known) / total  # type: ignore[misc]
+
     def _job(self, name: str, now: float) -> _Job:
         job = self._jobs.get(name)
         if job is None:
             job = self._jobs[name] = _Job(name, first_seen=now)
         job.last_activity = now
         return job
+
+
+def _by_ts(s: GpuSample) -> float:
+    return s.ts
+
+
+def _bucket_end(g: list[GpuSample], start: int, until: float) -> int:
+    """Index of the first sample of ``g`` (sorted by time) from ``start`` on at or after ``until``."""
+    end = start + 1
+    while end < len(g) and g[end].ts < until:
+        end += 1
+    return end
 
 
 def _sum_or_none(values: list[float | None]) -> float | None:

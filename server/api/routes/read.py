@@ -9,7 +9,9 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query
 from sqlalchemy import func, select
 
+from gpuwatch.protocol import GpuSample
 from server.api.deps import ServicesDep, SessionDep
+from server.api.fastdecode import as_model
 from server.api.schemas import (
     CheckpointOut,
     EventOut,
@@ -59,7 +61,7 @@ def list_gpus(svc: ServicesDep, node: str | None = None) -> list[GpuOut]:
             uuid=g.info.uuid,
             model=g.info.name,
             memory_total_mib=g.info.memory_total_mib,
-            sample=g.latest,
+            sample=None if g.latest is None else as_model(GpuSample, g.latest),
             sample_age_s=None if g.received_at is None else now - g.received_at,
         )
         for g in svc.telemetry.gpus()

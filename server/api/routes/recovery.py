@@ -1,17 +1,20 @@
-"""The recovery switchboard: the cluster-wide pause and the nodes kept out of restarts."""
+"""The recovery switchboard: the cluster-wide pause and the nodes kept out of restarts. Changing
+either takes an admin token, and every change is written to the admin audit log."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from fastapi import APIRouter, Request
-from pydantic import BaseModel
+from fastapi import APIRouter, HTTPException, Request, Response
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from server.api.body import read_model
-from server.api.deps import NodeDep, ServicesDep, SessionDep
-from server.incidents.recover import excluded_nodes, is_paused, set_paused
+from server.api.deps import AdminDep, ServicesDep, SessionDep
+from server.incidents.recover import exclude_by_hand, excluded_nodes, is_paused, release_by_hand, set_paused
+from server.store.audit import audit
 from server.store.db import transaction
+from server.store.models import Exclusion
 
 router = APIRouter(prefix="/api/v1", tags=["recovery"])
 
@@ -33,16 +36,20 @@ class PauseIn(BaseModel):
     paused: bool
 
 
-def _state(session: SessionDep) -> RecoveryOut:
-    return RecoveryOut(
-        paused=is_paused(session),
-        excluded=[
-            ExclusionOut(
-                node=e.node_name, reason=e.reason, incident_id=e.incident_id, since=e.created_at, until=e.expires_at
-            )
-            for e in excluded_nodes(session)
-        ],
+class ExclusionIn(BaseModel):
+    node: str = Field(min_length=1, max_length=255)
+    reason: str = Field(default="manual", min_length=1, max_length=64)
+    ttl_s: float | None = Field(default=None, gt=0, le=365 * 86400, description="default: recovery_exclude_ttl_s")
+
+
+def _out(e: Exclusion) -> ExclusionOut:
+    return ExclusionOut(
+        node=e.node_name, reason=e.reason, incident_id=e.incident_id, since=e.created_at, until=e.expires_at
     )
+
+
+def _state(session: SessionDep) -> RecoveryOut:
+    return RecoveryOut(paused=is_paused(session), excluded=[_out(e) for e in excluded_nodes(session)])
 
 
 @router.get("/recovery", response_model=RecoveryOut)
@@ -51,14 +58,40 @@ def recovery_state(session: SessionDep) -> RecoveryOut:
 
 
 @router.post("/recovery/pause", response_model=RecoveryOut)
-async def pause(request: Request, node: NodeDep, svc: ServicesDep) -> RecoveryOut:
-    """Pause (or resume) automatic restarts cluster-wide; decisions are still made and recorded."""
+async def pause(request: Request, admin: AdminDep, svc: ServicesDep) -> RecoveryOut:
+    """Pause (``{"paused": true}``) or resume (``false``) automatic restarts cluster-wide; decisions are
+    still made and recorded. Admin only."""
     body = await read_model(request, PauseIn, svc.settings.max_body_bytes)
 
     def work() -> RecoveryOut:
         with transaction(svc.sessions) as session:
-            set_paused(session, body.paused, who=f"node token {node.name}")
+            set_paused(session, body.paused, who=admin.who)
+            audit(session, admin.who, "recovery.pause" if body.paused else "recovery.unpause")
             session.flush()
             return _state(session)
 
     return await run_in_threadpool(work)
+
+
+@router.post("/exclusions", response_model=ExclusionOut, status_code=201)
+async def exclude(request: Request, response: Response, admin: AdminDep, svc: ServicesDep) -> ExclusionOut:
+    """Keep a node out of restarts (drained or cordoned through the cluster's executor, if one is set)
+    until its TTL. A node excluded already keeps its exclusion (200). Admin only."""
+    body = await read_model(request, ExclusionIn, svc.settings.max_body_bytes)
+    added = await run_in_threadpool(exclude_by_hand, svc, body.node, body.reason, body.ttl_s, admin.who)
+    if added is not None:
+        return _out(added)
+
+    def current() -> ExclusionOut:
+        with svc.sessions() as session:
+            return next(_out(e) for e in excluded_nodes(session) if e.node_name == body.node)
+
+    response.status_code = 200
+    return await run_in_threadpool(current)
+
+
+@router.delete("/exclusions/{node}", status_code=204)
+async def release(node: str, admin: AdminDep, svc: ServicesDep) -> None:
+    """Let an excluded node back (resumed or uncordoned) before its TTL. Admin only; 404 if not excluded."""
+    if not await run_in_threadpool(release_by_hand, svc, node, admin.who):
+        raise HTTPException(404, f"node {node!r} is not excluded")

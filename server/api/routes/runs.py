@@ -16,7 +16,7 @@ from gpuwatch.diagnosis.model import Diagnosis as Diagnosis_
 from gpuwatch.recovery import Decision
 from gpuwatch.recovery.settings import policy_config
 from server.api.body import read_model
-from server.api.deps import NodeDep, ServicesDep, SessionDep
+from server.api.deps import NodeDep, ServicesDep, SessionDep, own_node
 from server.incidents.diagnose import StreamExit, mark_exit, open_incident
 from server.incidents.recover import resolve_job, restarted
 from server.store.db import transaction
@@ -29,6 +29,9 @@ router = APIRouter(prefix="/api/v1", tags=["runs"])
 
 class RunStart(BaseModel):
     job: str = Field(min_length=1, max_length=255)
+    node: str | None = Field(
+        default=None, max_length=255, description="the supervisor's node; must be the token's (403 otherwise)"
+    )
     command: str | None = Field(default=None, max_length=10_000)
     key: str | None = Field(
         default=None, min_length=1, max_length=64, description="the supervisor's id: a repeated start is the same run"
@@ -86,6 +89,7 @@ async def start_run(request: Request, response: Response, node: NodeDep, svc: Se
     """Register a run. With a ``key`` seen before, the same run is returned (200), so a supervisor
     replaying its outbox after an outage creates nothing twice."""
     body = await read_model(request, RunStart, svc.settings.max_body_bytes)
+    own_node(node, body.node, "start a run")
     if body.policy is not None:
         try:
             policy_config(svc.settings, body.policy)
@@ -146,12 +150,18 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
             raise HTTPException(422, f"diagnosis/decision: missing field {exc}") from None
         except (TypeError, ValueError) as exc:
             raise HTTPException(422, f"diagnosis/decision: {exc}") from None
+        # A node speaks only for itself: its supervisor's own decision cannot blame, or drain, another node.
+        own_node(node, local[0].node, "report a diagnosis")
+        for named in (local[1].node, *local[1].exclude_nodes):
+            own_node(node, named, "decide")
 
     def work() -> RunEnded:
         with transaction(svc.sessions) as session:
             run = session.get(Run, run_id, with_for_update=True)  # one exit per run, across replicas
             if run is None:
                 raise HTTPException(404, f"no run {run_id}")
+            if run.node_id != node.id:
+                raise HTTPException(403, f"run {run_id} was started by another node; node {node.name} cannot end it")
             if run.ended_at is not None:  # a replay: report what was recorded the first time
                 incident = session.scalar(select(Incident.id).where(Incident.run_id == run_id))
                 return RunEnded(run_id=run_id, state=run.state, incident_id=incident)

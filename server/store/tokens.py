@@ -1,0 +1,81 @@
+"""Bearer tokens by role: a node's token (see `nodes.py`) acts only as that node; an admin token
+belongs to a person, acts on the cluster (pause, exclusions, the audit log) and never as a node."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from server.store.models import ApiToken, Node, utcnow
+from server.store.nodes import hash_token
+
+NODE, ADMIN = "node", "admin"
+ADMIN_PREFIX = "gwa_"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    """A live token as a request sees it: the role, the node it is bound to, whose it is."""
+
+    id: int
+    role: str
+    prefix: str
+    name: str | None
+    node_id: int | None
+    node_name: str | None
+
+
+def lookup(session: Session, token: str) -> tuple[TokenInfo, Node | None] | None:
+    """The live token and (for a node token) its node; None for an unknown or revoked token."""
+    row = session.execute(
+        select(ApiToken, Node)
+        .outerjoin(Node, Node.id == ApiToken.node_id)
+        .where(ApiToken.token_hash == hash_token(token), ApiToken.revoked_at.is_(None))
+    ).first()
+    if row is None:
+        return None
+    tok, node = row
+    return TokenInfo(tok.id, tok.role, tok.prefix, tok.name, tok.node_id, node.name if node else None), node
+
+
+def create_admin_token(session: Session, name: str) -> str:
+    """A new admin token for ``name`` (a person or a tool); printed once, only its hash stored."""
+    token = ADMIN_PREFIX + secrets.token_urlsafe(32)
+    session.add(ApiToken(node_id=None, role=ADMIN, name=name, token_hash=hash_token(token), prefix=token[:12]))
+    return token
+
+
+def revoke_admin_tokens(session: Session, name: str) -> int:
+    result = session.execute(
+        update(ApiToken)
+        .where(ApiToken.role == ADMIN, ApiToken.name == name, ApiToken.revoked_at.is_(None))
+        .values(revoked_at=utcnow())
+    )
+    if not result.rowcount:
+        raise LookupError(f"no live admin token named {name!r}")
+    return result.rowcount
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRow:
+    id: int
+    role: str
+    owner: str  # the node's name, or the admin token's
+    prefix: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def list_tokens(session: Session) -> list[TokenRow]:
+    """Every token, live and revoked, oldest first; never the secret, only its first characters."""
+    rows = session.execute(
+        select(ApiToken, Node.name).outerjoin(Node, Node.id == ApiToken.node_id).order_by(ApiToken.id)
+    ).all()
+    return [
+        TokenRow(t.id, t.role, (node_name if t.role == NODE else t.name) or "?", t.prefix, t.created_at, t.revoked_at)
+        for t, node_name in rows
+    ]
