@@ -96,6 +96,38 @@ def diagnose(
         typer.echo(f"  {e.file}:{e.line}: {e.text}")
 
 
+@app.command()
+def simulate(
+    config: Annotated[
+        Path | None, typer.Option("--config", help="simulation TOML (shape: gpuwatch/simulate/default.toml)")
+    ] = None,
+    nodes: Annotated[int | None, typer.Option(help="nodes in the cluster")] = None,
+    gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per node")] = None,
+    days: Annotated[float | None, typer.Option(help="simulated days")] = None,
+    seed: Annotated[int | None, typer.Option(help="seed of the failure trace")] = None,
+    policy: Annotated[str, typer.Option(help="all, manual, torchrun, gpuwatch or gpuwatch-async")] = "all",
+    format: Annotated[str, typer.Option("--format", help="table, json or md")] = "table",
+    plot: Annotated[Path | None, typer.Option(help="write a PNG plot here")] = None,
+) -> None:
+    """Replay weeks of a cluster's failures through the real diagnosis and restart policy; compare ETTR,
+    lost GPU-hours and pages across policies on the same seeded trace. Needs no server."""
+    from gpuwatch.simulate.command import run
+
+    try:
+        run(
+            config=config,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            days=days,
+            seed=seed,
+            policy=policy,
+            fmt=format,
+            plot=plot,
+        )
+    except (ValueError, OSError) as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 def main() -> None:
     for plugin in entry_points(group="gpuwatch.commands"):
         plugin.load()(app)
