@@ -5,9 +5,12 @@
 set -euo pipefail
 OUT=${OUT:-$(mktemp -d)}
 WHEELS=${1:-}
-# Installs into python3's own environment (on a GPU image, the one that has torch and pytest).
+# Installs into python3's own environment (on a GPU image, the one that has torch and pytest);
+# GPUWATCH_SKIP_INSTALL=1 when this checkout is already installed there (pip install -e .).
 PY=python3
-if [ -n "$WHEELS" ]; then
+if [ "${GPUWATCH_SKIP_INSTALL:-0}" = 1 ]; then
+  :
+elif [ -n "$WHEELS" ]; then
   "$PY" -m pip install -q --no-index --find-links "$WHEELS" --no-build-isolation -e .
 else
   "$PY" -m pip install -q -e .
@@ -16,7 +19,8 @@ get() { "$PY" -c 'import httpx, sys; print(httpx.get(sys.argv[1], timeout=5).tex
 
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total,power.draw,temperature.gpu,clocks.sm \
   --format=csv | tee "$OUT/nvidia-smi.csv"
-"$PY" -m pytest -p no:cacheprovider -m gpu -s -q tests/test_nvml_collector.py 2>&1 | tee "$OUT/pytest-gpu.txt"
+"$PY" -m pytest -p no:cacheprovider -m gpu -s -q tests/test_nvml_collector.py tests/test_async_checkpoint.py 2>&1 \
+  | tee "$OUT/pytest-gpu.txt"
 
 data=$(mktemp -d)
 export GPUWATCH_DATA_DIR=$data GPUWATCH_DATABASE_URL=

@@ -1,141 +1,387 @@
-"""Ingest throughput: a real `gpuwatch server` process, batches POSTed over loopback as an agent would.
+"""Ingest throughput: a real `gpuwatch server`, and separate load-generator processes that play agents.
 
-For each database it measures, batch by batch, the latency of (a) new batches of 16 GPU samples,
-N log lines and one event, gzipped as the agent sends them, and (b) the same batches replayed (the
-idempotent path a reconnecting agent takes). Reports medians and the replay/new ratio, measured in
-the same run against the same server.
+Each generator process plays a slice of the nodes: every node registers, then every ``--flush``
+seconds sends what an agent would: a gzipped batch of its GPUs' samples at ``--hz`` (values from the
+simulated collector, attributed to jobs), a few log lines and, every tenth batch, an event, each
+numbered per node. Sending is open-loop, on the nodes' own schedules, so a slow server shows as
+latency and backlog rather than as a lower offered rate; a refused batch is retried, as the agent's
+spool would.
 
-    .venv/bin/python bench/ingest.py [--batches 200] [--lines 400] [--postgres URL]
+Measured after a warm-up: samples/s stored (from the acknowledgements), request latency p50/p99, the
+server's CPU (one core = 100 %) and RSS (sampled every 2 s: start, max and the trend in MB/min).
+With ``--check`` the database is then read back: every log line and event sent must be stored once,
+with no gap in any node's sequence numbers.
+
+The reference is the same generators against a minimal handler that only gunzips and validates each
+batch with pydantic (no storage, no telemetry): gpuwatch's server CPU per sample reads as a ratio of it.
+
+    .venv/bin/python bench/ingest.py                        # 1,250 nodes x 8 GPUs at 10 Hz, 60 s, both DBs
+    .venv/bin/python bench/ingest.py --duration 600 --check --db postgresql   # the 10-minute load test
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gzip
+import json
+import multiprocessing as mp
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
+import msgspec
+import uvicorn
+from fastapi import FastAPI, Request, Response
 from sqlalchemy import create_engine, text
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpuwatch.protocol import Batch, Event, GpuSample, LogLine  # noqa: E402
+from agent.collectors.simulated import SimulatedCollector  # noqa: E402
+from gpuwatch.protocol import Batch, RegisterRequest  # noqa: E402
+from server.store.db import make_engine, make_sessionmaker, transaction  # noqa: E402
 from server.store.migrate import upgrade  # noqa: E402
-from tests.helpers import Proc, free_port, new_token, wait_until  # noqa: E402
+from server.store.nodes import create_token  # noqa: E402
+from tests.helpers import Proc, free_port, wait_until  # noqa: E402
+
+LINES_PER_BATCH = 10
+EVENT_EVERY = 10  # batches
+GPUS_PER_JOB = 32
 
 
-def make_batch(i: int, lines: int) -> bytes:
-    ts = time.time()
-    batch = Batch(
-        batch_id=i,
-        samples=[
-            GpuSample(
-                ts=ts,
-                gpu=g,
-                uuid=f"GPU-{g}",
-                util_gpu=93.0,
-                util_mem=55.0,
-                fb_used_mib=70_000.0,
-                power_w=650.0,
-                temp_c=76.0,
-                sm_clock_mhz=1980.0,
-            )
-            for g in range(16)
-        ],
-        logs=[
-            LogLine(
-                stream="file:/train.log",
-                seq=i * lines + n,
-                ts=ts,
-                text=f"[rank{n % 8}]: step {i} iter {n} loss=2.{n:04d} lr=3e-4 tokens/s=41235",
-            )
-            for n in range(lines)
-        ],
-        events=[Event(stream="gpu:nvml", seq=i, ts=ts, kind="xid", gpu=0, message="Xid 13", data={"xid": 13})],
+@dataclass
+class Load:
+    nodes: int
+    gpus: int
+    hz: float
+    flush: float
+    duration: float
+    warmup: float
+
+    @property
+    def offered(self) -> float:
+        return self.nodes * self.gpus * self.hz
+
+
+# -- the generators ---------------------------------------------------------------------------------
+
+
+def _templates(node: str, index: int, load: Load) -> list[dict[str, Any]]:
+    """One flush interval of a node's samples, as dicts whose ``ts`` is an offset into the interval."""
+    collector = SimulatedCollector(node, load.gpus, seed=index)
+    ticks = max(1, round(load.flush * load.hz))
+    out = []
+    for k in range(ticks):
+        for s in collector.collect(1_000_000.0 + k / load.hz).samples:
+            d = s.model_dump(exclude_none=True)
+            rank = (index * load.gpus + s.gpu) % GPUS_PER_JOB
+            d.update(ts=k / load.hz, period_s=1 / load.hz, job=f"job-{index * load.gpus // GPUS_PER_JOB}", rank=rank)
+            out.append(d)
+    return out
+
+
+async def _node(
+    http: httpx.AsyncClient, name: str, token: str, index: int, load: Load, start: float, out: dict[str, Any]
+) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    reg = RegisterRequest(hostname=name, agent_version="bench", collector="simulated")
+    while (
+        await http.post("/api/v1/nodes/register", content=reg.model_dump_json(), headers=headers)
+    ).status_code != 200:
+        await asyncio.sleep(0.5)
+    templates = _templates(name, index, load)
+    offsets = [d["ts"] for d in templates]
+    headers["Content-Encoding"] = "gzip"
+    seq = events = 0
+    batch_id = 0
+    t = start + (index % 97) / 97 * load.flush  # nodes' flushes spread over the interval
+    end = start + load.duration
+    while t < end:
+        await asyncio.sleep(max(0.0, t - time.time()))
+        base = t - load.flush
+        for d, off in zip(templates, offsets, strict=True):
+            d["ts"] = base + off
+        body: dict[str, Any] = {
+            "batch_id": batch_id,
+            "samples": templates,
+            "logs": [
+                {
+                    "stream": "file:/train.log",
+                    "seq": seq + n,
+                    "ts": t,
+                    "text": f"step {seq + n} loss=2.{n:03d} tok/s=41235",
+                }
+                for n in range(LINES_PER_BATCH)
+            ],
+        }
+        if batch_id % EVENT_EVERY == 0:
+            body["events"] = [{"stream": "gpu:nvml", "seq": events, "ts": t, "kind": "bench", "message": "ok"}]
+        payload = gzip.compress(msgspec.json.encode(body), compresslevel=1)
+        while True:  # the agent's spool: retry until stored
+            sent = time.time()
+            try:
+                resp = await http.post("/api/v1/ingest", content=payload, headers=headers)
+                ok = resp.status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            done = time.time()
+            if ok:
+                break
+            out["errors"] += 1
+            await asyncio.sleep(0.2)
+        ack = resp.json()
+        if sent >= start + load.warmup:
+            out["latency"].append(done - sent)
+            out["samples"] += ack["samples"]
+        out["lines"] += LINES_PER_BATCH
+        seq += LINES_PER_BATCH
+        events += int(batch_id % EVENT_EVERY == 0)
+        out["events"] = out.get("events", 0) + int(batch_id % EVENT_EVERY == 0)
+        batch_id += 1
+        t += load.flush
+
+
+def _generator(url: str, nodes: list[tuple[int, str, str]], load: Load, start: float, results: Any) -> None:
+    async def run() -> dict[str, Any]:
+        out: dict[str, Any] = {"latency": [], "samples": 0, "errors": 0, "lines": 0, "events": 0}
+        limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+        async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
+            await asyncio.gather(*(_node(http, name, token, i, load, start, out) for i, name, token in nodes))
+        return out
+
+    t0 = os.times()
+    out = asyncio.run(run())
+    t1 = os.times()
+    out["cpu_s"] = (t1.user - t0.user) + (t1.system - t0.system)
+    results.put(out)
+
+
+# -- the servers ------------------------------------------------------------------------------------
+
+
+def _cpu_rss(pid: int) -> tuple[float, float]:
+    """(CPU seconds, RSS MiB) of a process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    rss = next(
+        int(ln.split()[1]) for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("VmRSS")
     )
-    return gzip.compress(batch.model_dump_json(exclude_none=True).encode(), compresslevel=5)
+    return cpu, rss / 1024
 
 
-def run(db_url: str, data_dir: Path, batches: int, lines: int) -> dict[str, float]:
+def _slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (t, y), per minute."""
+    if len(points) < 3:
+        return 0.0
+    ts, ys = [p[0] for p in points], [p[1] for p in points]
+    mt, my = statistics.fmean(ts), statistics.fmean(ys)
+    den = sum((t - mt) ** 2 for t in ts)
+    return 60 * sum((t - mt) * (y - my) for t, y in zip(ts, ys, strict=True)) / den if den else 0.0
+
+
+def _tokens(db_url: str, n: int) -> list[tuple[int, str, str]]:
+    engine = make_engine(db_url)
+    try:
+        with transaction(make_sessionmaker(engine)) as session:
+            return [(i, f"node-{i:05d}", create_token(session, f"node-{i:05d}")) for i in range(n)]
+    finally:
+        engine.dispose()
+
+
+def drive(url: str, pid: int, nodes: list[tuple[int, str, str]], load: Load, procs: int) -> dict[str, Any]:
+    """Run the generators against a server at ``url`` (process ``pid``); measure it."""
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    start = time.time() + 5 + len(nodes) / 500  # time to spawn, import and register
+    workers = [ctx.Process(target=_generator, args=(url, nodes[k::procs], load, start, results)) for k in range(procs)]
+    for w in workers:
+        w.start()
+    rss: list[tuple[float, float]] = []
+    wait_until(lambda: time.time() >= start + load.warmup, timeout=load.warmup + 120, what="the warm-up", every=0.5)
+    cpu0, _ = _cpu_rss(pid)
+    t0 = time.time()
+    while any(w.is_alive() for w in workers) and time.time() < start + load.duration:
+        _, mib = _cpu_rss(pid)
+        rss.append((time.time() - t0, mib))
+        time.sleep(2)  # the sampling period
+    cpu1, _ = _cpu_rss(pid)
+    window = time.time() - t0
+    outs = [results.get(timeout=600) for _ in workers]
+    for w in workers:
+        w.join()
+    latency = sorted(x for o in outs for x in o["latency"])
+    samples = sum(o["samples"] for o in outs)
+    measured = load.duration - load.warmup
+    return {
+        "offered_samples_per_s": load.offered,
+        "samples_per_s": samples / measured,
+        "p50_ms": latency[len(latency) // 2] * 1e3 if latency else None,
+        "p99_ms": latency[int(len(latency) * 0.99)] * 1e3 if latency else None,
+        "batches": len(latency),
+        "errors": sum(o["errors"] for o in outs),
+        "server_cpu_pct": 100 * (cpu1 - cpu0) / window,
+        "server_cpu_us_per_sample": 1e6 * (cpu1 - cpu0) / max(1, samples * window / measured),
+        "rss_start_mib": rss[0][1] if rss else None,
+        "rss_max_mib": max(r[1] for r in rss) if rss else None,
+        "rss_slope_mib_per_min": _slope(rss[len(rss) // 5 :]),
+        "generators_cpu_pct": 100 * sum(o["cpu_s"] for o in outs) / load.duration,
+        "lines_sent": sum(o["lines"] for o in outs),
+        "events_sent": sum(o["events"] for o in outs),
+    }
+
+
+def check(db_url: str, nodes: int, load: Load, lines_sent: int, events_sent: int) -> dict[str, Any]:
+    """Every line and event sent is stored exactly once, with no gap in any node's sequence."""
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        per = conn.execute(
+            text("SELECT node_id, count(*), count(DISTINCT seq), min(seq), max(seq) FROM log_lines GROUP BY node_id")
+        ).all()
+        ev = conn.execute(
+            text("SELECT node_id, count(*), count(DISTINCT seq), min(seq), max(seq) FROM events GROUP BY node_id")
+        ).all()
+    engine.dispose()
+    gaps = [r for r in [*per, *ev] if not (r[1] == r[2] == r[4] - r[3] + 1 and r[3] == 0)]
+    stored_lines, stored_events = sum(r[1] for r in per), sum(r[1] for r in ev)
+    return {
+        "lines_stored": stored_lines,
+        "events_stored": stored_events,
+        "nodes_with_lines": len(per),
+        "sequence_gaps_or_doubles": len(gaps),
+        "lost_or_doubled": (lines_sent - stored_lines) + (events_sent - stored_events),
+    }
+
+
+def run_gpuwatch(db_url: str, tmp: Path, load: Load, procs: int, do_check: bool) -> dict[str, Any]:
     upgrade(db_url)
-    token = new_token(db_url, "bench-node")
+    nodes = _tokens(db_url, load.nodes)
     port = free_port()
     server = Proc(
-        ["server", "--port", str(port), "--data-dir", str(data_dir), "--database-url", db_url],
-        data_dir / "server.log",
-        {"GPUWATCH_LOG_LEVEL": "WARNING"},
+        ["server", "--port", str(port), "--data-dir", str(tmp), "--database-url", db_url],
+        tmp / f"server-{port}.log",
+        {"GPUWATCH_LOG_LEVEL": "WARNING", "GPUWATCH_NODE_TIMEOUT_S": "60"},
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        wait_until(lambda: httpx.get(f"{base}/readyz").status_code == 200, timeout=30, what="server")
-        bodies = [make_batch(i, lines) for i in range(batches)]
-        headers = {"Authorization": f"Bearer {token}", "Content-Encoding": "gzip"}
-        with httpx.Client(base_url=base, headers=headers, timeout=30) as http:
-            for warm in range(5):  # warm-up batches, not counted
-                http.post("/api/v1/ingest", content=make_batch(10**9 + warm, 10))
-
-            def timed(body: bytes, duplicate: bool) -> float:
-                t0 = time.perf_counter()
-                resp = http.post("/api/v1/ingest", content=body)
-                dt = time.perf_counter() - t0
-                assert resp.status_code == 200 and resp.json()["duplicate"] is duplicate, resp.text
-                return dt
-
-            new = [timed(b, False) for b in bodies]
-            replay = [timed(b, True) for b in bodies]
+        wait_until(lambda: httpx.get(f"{base}/readyz").status_code == 200, timeout=60, what="server")
+        result = drive(base, server.popen.pid, nodes, load, procs)
     finally:
         server.stop()
-    new_ms, replay_ms = statistics.median(new) * 1e3, statistics.median(replay) * 1e3
-    return {
-        "new_batch_ms": new_ms,
-        "new_p90_ms": statistics.quantiles(new, n=10)[-1] * 1e3,
-        "lines_per_s": lines / statistics.median(new),
-        "replay_batch_ms": replay_ms,
-        "replay_over_new": replay_ms / new_ms,
-        "bytes_per_batch": statistics.median(len(b) for b in bodies),
-    }
+    if do_check:
+        result |= check(db_url, load.nodes, load, result["lines_sent"], result["events_sent"])
+    return result
+
+
+def run_reference(tmp: Path, load: Load, procs: int) -> dict[str, Any]:
+    port = free_port()
+    with open(tmp / "reference.log", "wb") as log:
+        ref = subprocess.Popen([sys.executable, __file__, "--serve-reference", str(port)], stdout=log, stderr=log)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            wait_until(lambda: httpx.get(f"{base}/readyz").status_code == 200, timeout=60, what="reference")
+            nodes = [(i, f"node-{i:05d}", "x") for i in range(load.nodes)]
+            return drive(base, ref.pid, nodes, load, procs)
+        finally:
+            ref.terminate()
+            ref.wait(15)
+
+
+def serve_reference(port: int) -> None:
+    """The minimal handler: gunzip, validate with pydantic, acknowledge."""
+    app = FastAPI()
+
+    @app.get("/readyz")
+    def ready() -> dict[str, str]:
+        return {"status": "ready"}
+
+    @app.post("/api/v1/nodes/register")
+    async def register(request: Request) -> dict[str, str]:
+        RegisterRequest.model_validate_json(await request.body())
+        return {"node": "x"}
+
+    @app.post("/api/v1/ingest")
+    async def ingest(request: Request) -> Response:
+        batch = Batch.model_validate_json(gzip.decompress(await request.body()))
+        ack = {"batch_id": batch.batch_id, "samples": len(batch.samples), "logs": len(batch.logs)}
+        return Response(json.dumps(ack), media_type="application/json")
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--batches", type=int, default=200)
-    ap.add_argument("--lines", type=int, default=400, help="log lines per batch (200 lines/s, 2 s flush)")
+    ap.add_argument("--nodes", type=int, default=1250)
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--hz", type=float, default=10.0, help="samples per GPU per second")
+    ap.add_argument("--flush", type=float, default=5.0, help="seconds between a node's batches")
+    ap.add_argument("--duration", type=float, default=60.0)
+    ap.add_argument("--warmup", type=float, default=15.0)
+    ap.add_argument("--procs", type=int, default=2, help="load-generator processes")
+    ap.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
+    ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument("--check", action="store_true", help="read back every line and event sent")
+    ap.add_argument("--json", type=Path, help="write the results here too")
     ap.add_argument(
         "--postgres",
         default=os.environ.get("GPUWATCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
     )
+    ap.add_argument("--serve-reference", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    results: dict[str, dict[str, float]] = {}
+    if args.serve_reference:
+        serve_reference(args.serve_reference)
+        return
+    load = Load(args.nodes, args.gpus, args.hz, args.flush, args.duration, args.warmup)
+    results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        results["sqlite"] = run(f"sqlite:///{tmp}/bench.db", Path(tmp), args.batches, args.lines)
-        admin = create_engine(args.postgres, isolation_level="AUTOCOMMIT")
-        name = f"gpuwatch_bench_{uuid.uuid4().hex[:8]}"
-        try:
+        if not args.no_reference:
+            results["reference (parse only)"] = run_reference(Path(tmp), load, args.procs)
+        if args.db in ("sqlite", "both"):
+            results["gpuwatch, SQLite"] = run_gpuwatch(
+                f"sqlite:///{tmp}/bench.db", Path(tmp), load, args.procs, args.check
+            )
+        if args.db in ("postgresql", "both"):
+            admin = create_engine(args.postgres, isolation_level="AUTOCOMMIT")
+            name = f"gpuwatch_bench_{uuid.uuid4().hex[:8]}"
             with admin.connect() as conn:
                 conn.execute(text(f'CREATE DATABASE "{name}"'))
-            pg_url = args.postgres.rsplit("/", 1)[0] + f"/{name}"
-            results["postgresql"] = run(pg_url, Path(tmp), args.batches, args.lines)
-        except Exception as exc:  # report SQLite alone when no PostgreSQL answers
-            print(f"postgresql skipped: {exc}", file=sys.stderr)
-        finally:
-            with admin.connect() as conn:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            admin.dispose()
-    print(f"{args.batches} batches of 16 samples + {args.lines} log lines + 1 event, gzipped, one client")
-    print("| database | median new batch | p90 new | log lines/s (median) | median replay | replay/new | gzip bytes |")
-    print("|---|---|---|---|---|---|---|")
-    for db, r in results.items():
+            try:
+                pg_url = args.postgres.rsplit("/", 1)[0] + f"/{name}"
+                results["gpuwatch, PostgreSQL"] = run_gpuwatch(pg_url, Path(tmp), load, args.procs, args.check)
+            finally:
+                with admin.connect() as conn:
+                    conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                admin.dispose()
+    print(
+        f"{load.nodes} nodes x {load.gpus} GPUs at {load.hz:g} Hz, a batch every {load.flush:g} s "
+        f"(offered {load.offered:,.0f} samples/s), {load.duration:g} s ({load.warmup:g} s warm-up), "
+        f"{args.procs} generator processes; {os.cpu_count()} CPUs"
+    )
+    print("| server | samples/s | p50 | p99 | server CPU | µs CPU/sample | RSS start → max | RSS trend | errors |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for label, r in results.items():
         print(
-            f"| {db} | {r['new_batch_ms']:.1f} ms | {r['new_p90_ms']:.1f} ms | {r['lines_per_s']:,.0f} | "
-            f"{r['replay_batch_ms']:.1f} ms | {r['replay_over_new']:.2f} | {r['bytes_per_batch']:,.0f} |"
+            f"| {label} | {r['samples_per_s']:,.0f} | {r['p50_ms']:.0f} ms | {r['p99_ms']:.0f} ms | "
+            f"{r['server_cpu_pct']:.0f} % | {r['server_cpu_us_per_sample']:.2f} | "
+            f"{r['rss_start_mib']:.0f} → {r['rss_max_mib']:.0f} MiB | {r['rss_slope_mib_per_min']:+.2f} MiB/min | "
+            f"{r['errors']} |"
         )
+    for label, r in results.items():
+        if "lines_stored" in r:
+            print(
+                f"{label}: {r['lines_sent']:,} lines and {r['events_sent']:,} events sent, {r['lines_stored']:,} and "
+                f"{r['events_stored']:,} stored; {r['sequence_gaps_or_doubles']} sequences with a gap or a double"
+            )
+    if args.json:
+        args.json.write_text(json.dumps({"load": asdict(load), "results": results}, indent=2))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import shutil
+import time
 from typing import Any
 
 import pynvml
@@ -35,6 +36,7 @@ class FakeNvml:
     """pynvml's real constants, errors and structs, with canned device answers for 2 GPUs.
 
     ``fail[(gpu, "nvmlDeviceGetX")] = pynvml.NVMLError_Y`` makes that call raise for that GPU.
+    ``pcie_kbps[gpu] = (tx, rx)`` changes what nvmlDeviceGetPcieThroughput answers for that GPU.
     """
 
     def __init__(self, gpus: int = 2) -> None:
@@ -54,6 +56,7 @@ class FakeNvml:
         self.registered: list[int] = []
         self.calls: list[str] = []
         self.event_set = pynvml.c_nvmlEventSet_t()
+        self.pcie_kbps: dict[int, tuple[int, int]] = {}
 
     # -- helpers for tests ------------------------------------------------------------------------
 
@@ -159,8 +162,9 @@ class FakeNvml:
         return (5, 0, 1, 0)
 
     def nvmlDeviceGetPcieThroughput(self, h: Any, counter: int) -> int:
-        self._gpu(h, "nvmlDeviceGetPcieThroughput")
-        return {pynvml.NVML_PCIE_UTIL_TX_BYTES: 1200, pynvml.NVML_PCIE_UTIL_RX_BYTES: 3400}[counter]
+        gpu = self._gpu(h, "nvmlDeviceGetPcieThroughput")
+        tx, rx = self.pcie_kbps.get(gpu, (1200, 3400))
+        return {pynvml.NVML_PCIE_UTIL_TX_BYTES: tx, pynvml.NVML_PCIE_UTIL_RX_BYTES: rx}[counter]
 
     def nvmlDeviceGetFieldValues(self, h: Any, field_ids: list[int]) -> Any:
         self._gpu(h, "nvmlDeviceGetFieldValues")
@@ -337,6 +341,45 @@ def test_implausible_value_is_dropped_not_fatal(fake: FakeNvml, monkeypatch: pyt
     assert s0.power_w == 350.5
 
 
+# -- PCIe throughput ---------------------------------------------------------------------------------
+
+
+def _pcie(reading: Any) -> dict[int, tuple[float | None, float | None]]:
+    return {s.gpu: (s.pcie_tx_kbps, s.pcie_rx_kbps) for s in reading.samples}
+
+
+def test_pcie_throughput_is_read_for_one_gpu_per_reading_and_at_most_every_period(fake: FakeNvml) -> None:
+    collector = NvmlCollector(nvml=fake, pcie_period_s=10.0)
+
+    def pcie_calls() -> int:
+        return fake.calls.count("nvmlDeviceGetPcieThroughput")
+
+    assert _pcie(collector.collect(now=100.0)) == {0: (1200.0, 3400.0), 1: (1200.0, 3400.0)}  # all at the start
+    assert pcie_calls() == 4
+    fake.pcie_kbps = {0: (10, 20), 1: (30, 40)}
+    assert _pcie(collector.collect(now=101.0)) == {0: (1200.0, 3400.0), 1: (1200.0, 3400.0)}  # carried
+    assert pcie_calls() == 4
+    # Both are due at 110 s; one GPU per reading, so a reading never waits 40 ms per GPU.
+    assert _pcie(collector.collect(now=110.0)) == {0: (10.0, 20.0), 1: (1200.0, 3400.0)}
+    assert _pcie(collector.collect(now=111.0)) == {0: (10.0, 20.0), 1: (30.0, 40.0)}
+    assert pcie_calls() == 8
+    collector.collect(now=112.0)
+    assert pcie_calls() == 8
+    # A clock stepped back does not freeze the values until it catches up.
+    fake.pcie_kbps = {0: (50, 60)}
+    assert _pcie(collector.collect(now=50.0))[0] == (50.0, 60.0)
+
+
+def test_pcie_read_failure_carries_none_not_the_old_value(fake: FakeNvml) -> None:
+    collector = NvmlCollector(nvml=fake, pcie_period_s=10.0)
+    collector.collect(now=100.0)
+    fake.fail[(0, "nvmlDeviceGetPcieThroughput")] = pynvml.NVMLError_Unknown
+    assert _pcie(collector.collect(now=110.0))[0] == (None, None)
+    assert _pcie(collector.collect(now=111.0))[0] == (None, None)  # carried: None, until the next read
+    del fake.fail[(0, "nvmlDeviceGetPcieThroughput")]
+    assert _pcie(collector.collect(now=121.0))[0] == (1200.0, 3400.0)
+
+
 # -- Xid events -------------------------------------------------------------------------------------
 
 
@@ -463,8 +506,12 @@ def test_real_gpus_are_sampled(capsys: pytest.CaptureFixture[str]) -> None:
     collector = NvmlCollector()
     try:
         inventory = collector.inventory()
-        collector.collect(now=1.0)  # prime the rate-based counters
+        t0 = time.perf_counter()
+        collector.collect(now=1.0)  # the first reading also reads every GPU's PCIe throughput (40 ms each)
+        first_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
         reading = collector.collect(now=2.0)
+        pass_s = time.perf_counter() - t0
         driver = collector.driver_version()
     finally:
         collector.close()
@@ -477,6 +524,7 @@ def test_real_gpus_are_sampled(capsys: pytest.CaptureFixture[str]) -> None:
             print(f"sample: {sample.model_dump_json(exclude_none=False)}")
         for event in reading.events:
             print(f"event: {event}")
+        print(f"reading: first {first_s * 1e3:.2f} ms, second {pass_s * 1e3:.2f} ms, {len(inventory)} GPU(s)")
 
     assert inventory, "NVML reports no GPUs although nvidia-smi is installed"
     samples = _by_gpu(reading)
@@ -489,7 +537,10 @@ def test_real_gpus_are_sampled(capsys: pytest.CaptureFixture[str]) -> None:
         assert 0 <= s.fb_used_mib <= s.fb_total_mib
         assert s.temp_c is not None and 0 < s.temp_c < 110
         assert s.power_w is not None and 0 < s.power_w < 2000
+        assert s.pcie_tx_kbps is not None and s.pcie_rx_kbps is not None
         assert all(isinstance(p, GpuProcess) for p in s.processes or [])
+    # PCIe throughput is not due again yet: no 20 ms nvmlDeviceGetPcieThroughput calls in this reading.
+    assert pass_s < 0.015 * len(inventory), f"the second reading took {pass_s * 1e3:.1f} ms"
 
 
 def test_memory_falls_back_to_v1_on_drivers_without_v2() -> None:

@@ -13,12 +13,17 @@ Which errors mean "lost" (see ``_LOST_ERRORS``):
   meaningless, so it counts as lost too.
 * ``Unknown`` is *not* lost: NVML also returns it for transient or field-specific trouble, and one
   such field must not hide a healthy GPU. A GPU that is really gone soon answers GpuIsLost anyway.
+
+PCIe throughput is read less often than the rest (see ``_PcieThroughput``): ``nvmlDeviceGetPcieThroughput``
+counts bytes over a 20 ms window inside the call, so reading TX and RX of every GPU on every reading held
+each reading 42 ms per GPU and cost about 2 ms of CPU per GPU (H100, driver 580; bench/README.md).
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -117,7 +122,8 @@ def _scalar(fn: str, *constants: str, convert: Callable[[Any], Any] = float) -> 
     return read
 
 
-#: (GpuSample fields, reader) in reading order; one NVML call per row, each guarded on its own.
+#: (GpuSample fields, reader) in reading order; one NVML call per row, each guarded on its own. PCIe
+#: throughput is read after these by the collector's `_PcieThroughput`, which paces its slow calls.
 _READERS: tuple[tuple[tuple[str, ...], _Reader], ...] = (
     (("util_gpu", "util_mem"), _utilization),
     (("fb_used_mib", "fb_free_mib", "fb_total_mib"), _memory),
@@ -146,11 +152,60 @@ _READERS: tuple[tuple[tuple[str, ...], _Reader], ...] = (
         ("remapped_rows_correctable", "remapped_rows_uncorrectable", "remap_pending", "remap_failure"),
         _remapped_rows,
     ),
-    (("pcie_tx_kbps",), _scalar("nvmlDeviceGetPcieThroughput", "NVML_PCIE_UTIL_TX_BYTES")),
-    (("pcie_rx_kbps",), _scalar("nvmlDeviceGetPcieThroughput", "NVML_PCIE_UTIL_RX_BYTES")),
     (("nvlink_tx_kib", "nvlink_rx_kib"), _nvlink),
     (("processes",), _processes),
 )
+
+
+_PCIE_FIELDS = ("pcie_tx_kbps", "pcie_rx_kbps")
+#: How often one GPU's PCIe throughput is read at most; between reads its samples carry the last value.
+PCIE_PERIOD_S = 10.0
+
+
+class _PcieThroughput:
+    """PCIe TX/RX throughput (KB/s) per GPU, read at most every ``period_s`` and for at most one GPU
+    per reading (the one read longest ago), except that every GPU is read at its first reading. So a
+    reading waits about 42 ms at most, whatever the GPU count, and a GPU's value is refreshed every
+    ``max(period_s, GPUs x interval)``; in between, its samples carry the last value read (as DCGM's
+    watched fields do), and a GPU whose reads fail carries None.
+
+    Why not the cumulative counters (``NVML_FI_DEV_PCIE_COUNT_{TX,RX}_BYTES``), which do not wait: on an
+    H100 (driver 580) they are 32-bit and wrap about ten times a second at 44 GB/s, so no rate can be
+    made from readings a second apart; and one read costs 0.3 ms of CPU.
+    """
+
+    def __init__(self, period_s: float = PCIE_PERIOD_S) -> None:
+        self.period_s = period_s
+        self._values: dict[Any, tuple[Any, Any]] = {}  # handle key -> (tx, rx) last read
+        self._read_at: dict[Any, float] = {}
+        self._now = 0.0
+        self._due: Any = None  # the one GPU this reading refreshes
+
+    def begin(self, now: float, handles: list[Any]) -> None:
+        """Start a reading at ``now``: pick the GPU to refresh, if one is due."""
+        self._now = now
+        keys = [_handle_key(h) for h in handles]
+        last = {k: self._read_at.get(k, -math.inf) for k in keys}
+        # A clock stepped back (now before the last read) makes a GPU due rather than frozen.
+        waiting = [k for k in keys if not 0 <= now - last[k] < self.period_s]
+        self._due = min(waiting, key=last.__getitem__, default=None)
+
+    def forget(self, h: Any) -> None:
+        """A GPU stopped answering: when it is back, read it afresh rather than carry a value from before."""
+        key = _handle_key(h)
+        self._values.pop(key, None)
+        self._read_at.pop(key, None)
+
+    def __call__(self, nvml: Any, h: Any) -> tuple[Any, ...]:
+        key = _handle_key(h)
+        if key != self._due and key in self._read_at:
+            return self._values.get(key, (None, None))
+        self._read_at[key] = self._now
+        self._values[key] = (None, None)  # if the reads below fail, the old value must not linger
+        tx = float(nvml.nvmlDeviceGetPcieThroughput(h, nvml.NVML_PCIE_UTIL_TX_BYTES))
+        rx = float(nvml.nvmlDeviceGetPcieThroughput(h, nvml.NVML_PCIE_UTIL_RX_BYTES))
+        self._values[key] = (tx, rx)
+        return tx, rx
 
 
 class _GpuLost(Exception):
@@ -174,11 +229,12 @@ def _text(value: Any) -> str:
 
 
 class NvmlCollector:
-    """GpuCollector for real NVIDIA GPUs. ``nvml`` is injectable so tests can substitute the calls."""
+    """GpuCollector for real NVIDIA GPUs. ``nvml`` is injectable so tests can substitute the calls;
+    ``pcie_period_s`` is how often a GPU's (slow) PCIe throughput is read at most."""
 
     name = "nvml"
 
-    def __init__(self, nvml: Any = None) -> None:
+    def __init__(self, nvml: Any = None, pcie_period_s: float = PCIE_PERIOD_S) -> None:
         nvml = pynvml if nvml is None else nvml
         self._nvml = nvml
         try:
@@ -197,6 +253,8 @@ class NvmlCollector:
         self._absent: list[tuple[int, str]] = []  # (index, error) of GPUs dead at start-up
         self._lost: set[int] = set()
         self._xid_last: dict[int, int] = {}
+        self._pcie = _PcieThroughput(pcie_period_s)
+        self._readers = (*_READERS, (_PCIE_FIELDS, self._pcie))
         try:
             count = nvml.nvmlDeviceGetCount()
         except nvml.NVMLError as e:
@@ -276,12 +334,14 @@ class NvmlCollector:
         self._absent.clear()
         # Events first, so a sample carries the Xid that arrived since the last reading.
         reading.events.extend(self._drain_xids(now))
+        self._pcie.begin(now, [h for info, h in self._gpus if info.index not in self._lost])
         for info, handle in self._gpus:
             try:
                 values = self._read_fields(handle)
             except _GpuLost as lost:
                 if info.index not in self._lost:
                     self._lost.add(info.index)
+                    self._pcie.forget(handle)
                     reading.events.append(self._lost_event(now, info, lost.error))
                 continue
             if info.index in self._lost:
@@ -313,7 +373,7 @@ class NvmlCollector:
     def _read_fields(self, handle: Any) -> dict[str, Any]:
         """Every field of one GPU; raises _GpuLost as soon as one call says the GPU is gone."""
         values: dict[str, Any] = {}
-        for fields, reader in _READERS:
+        for fields, reader in self._readers:
             try:
                 got = reader(self._nvml, handle)
             except self._lost_errors as e:
