@@ -89,16 +89,76 @@ def _templates(node: str, index: int, load: Load) -> list[dict[str, Any]]:
     return out
 
 
+class _Conn:
+    """One keep-alive HTTP/1.1 connection, as an agent holds: the least a generator can spend on a
+    request (httpx's async client cost about 1 ms a request, a large share of a 2-core machine)."""
+
+    def __init__(self, url: str) -> None:
+        parsed = httpx.URL(url)
+        self.host, self.port = parsed.host, parsed.port or 80
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        reused = self._streams is not None
+        try:
+            return await self._post(path, body, headers)
+        except ConnectionError:
+            if not reused:
+                raise
+            return await self._post(path, body, headers)  # the server closed an idle keep-alive connection
+
+    async def _post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        if self._streams is None:
+            self._streams = await asyncio.open_connection(self.host, self.port)
+        reader, writer = self._streams
+        head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        try:
+            writer.write(
+                f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Length: {len(body)}\r\n{head}\r\n".encode()
+                + body
+            )
+            await writer.drain()
+            status = int((await reader.readline()).split()[1])  # IndexError: closed before answering
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            return status, await reader.readexactly(length)
+        except (OSError, IndexError, ValueError, asyncio.IncompleteReadError) as exc:
+            await self.close()
+            raise ConnectionError(f"{path}: {exc!r}") from exc
+
+    async def close(self) -> None:
+        if self._streams is not None:
+            self._streams[1].close()
+            self._streams = None
+
+
 async def _node(
-    http: httpx.AsyncClient, name: str, token: str, index: int, load: Load, start: float, out: dict[str, Any]
+    http: _Conn,
+    name: str,
+    token: str,
+    index: int,
+    templates: list[dict[str, Any]],
+    load: Load,
+    start: float,
+    out: dict[str, Any],
 ) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     reg = RegisterRequest(hostname=name, agent_version="bench", collector="simulated")
-    while (
-        await http.post("/api/v1/nodes/register", content=reg.model_dump_json(), headers=headers)
-    ).status_code != 200:
+    for _ in range(100):
+        try:
+            status, text = await http.post("/api/v1/nodes/register", reg.model_dump_json().encode(), headers)
+            if status == 200:
+                break
+            why = f"{status} {text!r}"
+        except ConnectionError as exc:
+            why = repr(exc)
+        out["errors"] += 1
         await asyncio.sleep(0.5)
-    templates = _templates(name, index, load)
+    else:
+        raise RuntimeError(f"{name} could not register: {why}")
     offsets = [d["ts"] for d in templates]
     headers["Content-Encoding"] = "gzip"
     seq = events = 0
@@ -129,17 +189,17 @@ async def _node(
         while True:  # the agent's spool: retry until stored
             sent = time.time()
             try:
-                resp = await http.post("/api/v1/ingest", content=payload, headers=headers)
-                ok = resp.status_code == 200
-            except httpx.HTTPError:
+                status, text = await http.post("/api/v1/ingest", payload, headers)
+                ok = status == 200
+            except ConnectionError:
                 ok = False
             done = time.time()
             if ok:
                 break
             out["errors"] += 1
             await asyncio.sleep(0.2)
-        ack = resp.json()
-        if sent >= start + load.warmup:
+        ack = json.loads(text)
+        if start + load.warmup <= sent and done <= start + load.duration:  # stored within the window
             out["latency"].append(done - sent)
             out["samples"] += ack["samples"]
         out["lines"] += LINES_PER_BATCH
@@ -150,12 +210,24 @@ async def _node(
         t += load.flush
 
 
-def _generator(url: str, nodes: list[tuple[int, str, str]], load: Load, start: float, results: Any) -> None:
+def _generator(url: str, nodes: list[tuple[int, str, str]], load: Load, ready: Any, go: Any, results: Any) -> None:
+    templates = {i: _templates(name, i, load) for i, name, _ in nodes}  # before the clock starts
+    ready.put(len(templates))
+    start = go.get()
+
     async def run() -> dict[str, Any]:
         out: dict[str, Any] = {"latency": [], "samples": 0, "errors": 0, "lines": 0, "events": 0}
-        limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-        async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
-            await asyncio.gather(*(_node(http, name, token, i, load, start, out) for i, name, token in nodes))
+        clients = [_Conn(url) for _ in nodes]
+        try:
+            await asyncio.gather(
+                *(
+                    _node(http, name, token, i, templates[i], load, start, out)
+                    for http, (i, name, token) in zip(clients, nodes, strict=True)
+                )
+            )
+        finally:
+            for http in clients:
+                await http.close()
         return out
 
     t0 = os.times()
@@ -200,11 +272,17 @@ def _tokens(db_url: str, n: int) -> list[tuple[int, str, str]]:
 def drive(url: str, pid: int, nodes: list[tuple[int, str, str]], load: Load, procs: int) -> dict[str, Any]:
     """Run the generators against a server at ``url`` (process ``pid``); measure it."""
     ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    start = time.time() + 5 + len(nodes) / 500  # time to spawn, import and register
-    workers = [ctx.Process(target=_generator, args=(url, nodes[k::procs], load, start, results)) for k in range(procs)]
+    results, ready, gos = ctx.Queue(), ctx.Queue(), [ctx.Queue() for _ in range(procs)]
+    workers = [
+        ctx.Process(target=_generator, args=(url, nodes[k::procs], load, ready, gos[k], results)) for k in range(procs)
+    ]
     for w in workers:
         w.start()
+    for _ in workers:
+        ready.get(timeout=600)  # every generator has built its nodes' samples
+    start = time.time() + 2 + len(nodes) / 1000  # then all register, and the first batches go
+    for go in gos:
+        go.put(start)
     rss: list[tuple[float, float]] = []
     wait_until(lambda: time.time() >= start + load.warmup, timeout=load.warmup + 120, what="the warm-up", every=0.5)
     cpu0, _ = _cpu_rss(pid)
@@ -232,7 +310,7 @@ def drive(url: str, pid: int, nodes: list[tuple[int, str, str]], load: Load, pro
         "server_cpu_us_per_sample": 1e6 * (cpu1 - cpu0) / max(1, samples * window / measured),
         "rss_start_mib": rss[0][1] if rss else None,
         "rss_max_mib": max(r[1] for r in rss) if rss else None,
-        "rss_slope_mib_per_min": _slope(rss[len(rss) // 5 :]),
+        "rss_slope_mib_per_min": _slope(rss[len(rss) // 2 :]),  # the second half: past the job window's filling
         "generators_cpu_pct": 100 * sum(o["cpu_s"] for o in outs) / load.duration,
         "lines_sent": sum(o["lines"] for o in outs),
         "events_sent": sum(o["events"] for o in outs),
@@ -374,6 +452,7 @@ def main() -> None:
             f"{r['rss_start_mib']:.0f} → {r['rss_max_mib']:.0f} MiB | {r['rss_slope_mib_per_min']:+.2f} MiB/min | "
             f"{r['errors']} |"
         )
+        print(f"  {label}: load generators used {r['generators_cpu_pct']:.0f} % of a core")
     for label, r in results.items():
         if "lines_stored" in r:
             print(

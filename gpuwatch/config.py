@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     ring_size: int = Field(
         default=300, ge=1, description="seconds of history (one point a second) kept in memory per GPU"
     )
+    token_cache_s: float = Field(
+        default=10.0, ge=0, description="a token checked is trusted this long without a lookup (revocation delay)"
+    )
     rollup_flush_s: float = Field(
         default=5.0,
         ge=0,

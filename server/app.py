@@ -11,11 +11,12 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpuwatch import __version__
 from gpuwatch.config import Settings
 from gpuwatch.protocol import GpuInfo
-from server.api.deps import ReadAccess, Services
+from server.api.deps import ReadAccess, Services, TokenCache
 from server.api.limits import RateLimiter
 from server.api.routes import admin, health, ingest, read, recovery, reports, runs
 from server.detections import record
@@ -62,6 +63,7 @@ def create_app(settings: Settings) -> FastAPI:
     rollups = RollupBuffer(settings.rollup_flush_s)
     svc = Services(settings, engine, sessions, telemetry, exporter, jobs, IngestMetrics(registry), rollups, notifier)
     svc.limits = RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst)
+    svc.tokens = TokenCache(settings.token_cache_s)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -119,16 +121,32 @@ def create_app(settings: Settings) -> FastAPI:
             headers={"Retry-After": "5"},
         )
 
-    @app.middleware("http")
-    async def _count_rejections(request: Request, call_next):  # type: ignore[no-untyped-def]
-        response = await call_next(request)
-        if response.status_code >= 400 and request.url.path.startswith("/api/v1/"):
-            svc.metrics.rejected.labels(str(response.status_code)).inc()
-            if request.url.path == "/api/v1/ingest":
-                svc.metrics.batches.labels("rejected").inc()
-        return response
-
+    app.add_middleware(RejectionCounter, metrics=svc.metrics)
     return app
+
+
+class RejectionCounter:
+    """Counts API requests answered 4xx/5xx (and refused batches). A plain ASGI middleware: Starlette's
+    `@app.middleware("http")` wraps every response in a streaming one and a task group, which cost about
+    0.3 ms a request on the ingest path."""
+
+    def __init__(self, app: ASGIApp, metrics: IngestMetrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not path.startswith("/api/v1/"):
+            await self.app(scope, receive, send)
+            return
+
+        async def counted(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] >= 400:
+                self.metrics.rejected.labels(str(message["status"])).inc()
+                if path == "/api/v1/ingest":
+                    self.metrics.batches.labels("rejected").inc()
+            await send(message)
+
+        await self.app(scope, receive, counted)
 
 
 def _prune(engine: Engine, settings: Settings) -> PruneResult:

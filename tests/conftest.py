@@ -36,7 +36,13 @@ def sqlite_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def settings(tmp_path: Path, sqlite_url: str) -> Settings:
-    return Settings(data_dir=tmp_path, database_url=sqlite_url, max_body_bytes=64 * 1024, db_busy_timeout_ms=200)
+    return Settings(
+        data_dir=tmp_path,
+        database_url=sqlite_url,
+        max_body_bytes=64 * 1024,
+        db_busy_timeout_ms=200,
+        token_cache_s=0.2,
+    )
 
 
 @pytest.fixture

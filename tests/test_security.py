@@ -164,7 +164,7 @@ def test_token_commands_create_list_and_revoke_admin_tokens_and_audit_them(tmp_p
     refused = _gpuwatch("token", "create", "--admin", data_dir=tmp_path)
     assert refused.returncode == 2 and "--admin --name NAME" in refused.stderr
 
-    with InProcessServer(Settings(data_dir=tmp_path, database_url=url)) as srv:
+    with InProcessServer(Settings(data_dir=tmp_path, database_url=url, token_cache_s=0.2)) as srv:
         assert httpx.get(f"{srv.url}/api/v1/audit", headers=_bearer(admin)).status_code == 200
         node = new_token(url, "n1")
         listed = _gpuwatch("token", "list", data_dir=tmp_path)
@@ -176,7 +176,11 @@ def test_token_commands_create_list_and_revoke_admin_tokens_and_audit_them(tmp_p
 
         revoked = _gpuwatch("token", "revoke", "--name", "alice", data_dir=tmp_path)
         assert revoked.returncode == 0 and "revoked 1 admin token(s) of alice" in revoked.stdout
-        assert httpx.get(f"{srv.url}/api/v1/audit", headers=_bearer(admin)).status_code == 401
+        wait_until(  # once the server's token cache (0.2 s here) lets go of it
+            lambda: httpx.get(f"{srv.url}/api/v1/audit", headers=_bearer(admin)).status_code == 401,
+            timeout=5,
+            what="the revoked admin token refused",
+        )
         with srv.services.sessions() as s:
             entries = s.scalars(sql_select(AuditEntry).order_by(AuditEntry.id)).all()
     assert [(e.action, e.target, e.params.get("role")) for e in entries] == [

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -18,6 +19,7 @@ from gpuwatch.config import Settings
 from server.api.limits import RateLimiter
 from server.notify import Notifier
 from server.store.models import Node
+from server.store.nodes import hash_token
 from server.store.rollups import RollupBuffer
 from server.store.tokens import ADMIN, TokenInfo, lookup
 from server.telemetry.exporter import IngestMetrics, MetricsExporter
@@ -79,6 +81,7 @@ class Services:
     rollups: RollupBuffer  # per-minute rollups waiting for their flush
     notifier: Notifier | None = None  # incident webhooks (server/NOTIFY.md)
     limits: RateLimiter | None = None  # per-node request rate; None: unlimited
+    tokens: TokenCache = field(default_factory=lambda: TokenCache())  # tokens recently looked up
     decided: DecisionBoard = field(default_factory=DecisionBoard)
     first_steps: FirstSteps = field(default_factory=FirstSteps)
 
@@ -98,6 +101,35 @@ def db_session(svc: ServicesDep) -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(db_session)]
 
 _UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
+
+
+class TokenCache:
+    """Tokens looked up in the last ``ttl_s`` seconds, by their hash: agents send a request every few
+    seconds, and a database query for each was a tenth of the ingest path's time. A revoked token
+    keeps working on a server for at most ``ttl_s``."""
+
+    def __init__(self, ttl_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl_s, self._clock = ttl_s, clock
+        self._found: dict[str, tuple[float, Principal]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, token: str) -> Principal | None:
+        key = hash_token(token)
+        with self._lock:
+            hit = self._found.get(key)
+            if hit is None or hit[0] < self._clock():
+                return None
+            return hit[1]
+
+    def put(self, token: str, who: Principal) -> Principal:
+        if self.ttl_s <= 0:
+            return who
+        now = self._clock()
+        with self._lock:
+            if len(self._found) > 100_000:  # stale entries of tokens no longer used
+                self._found = {k: v for k, v in self._found.items() if v[0] >= now}
+            self._found[hash_token(token)] = (now + self.ttl_s, who)
+        return who
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,17 +158,23 @@ def _principal(svc: Services, authorization: str | None) -> Principal:
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise HTTPException(401, "Authorization must be 'Bearer <token>'", headers=_UNAUTHORIZED)
+    token = token.strip()
+    if (cached := svc.tokens.get(token)) is not None:
+        return cached
     with svc.sessions() as session:
-        found = lookup(session, token.strip())
+        found = lookup(session, token)
     if found is None:
         raise HTTPException(401, "unknown or revoked token", headers=_UNAUTHORIZED)
-    return Principal(*found)
+    return svc.tokens.put(token, Principal(*found))
 
 
-def current_node(svc: ServicesDep, authorization: Annotated[str | None, Header()] = None) -> Node:
+async def current_node(svc: ServicesDep, authorization: Annotated[str | None, Header()] = None) -> Node:
     """The node whose bearer token authorises this request: 401 without a valid token, 403 for an admin
-    token (admins are not nodes), 429 past the node's request rate."""
-    who = _principal(svc, authorization)
+    token (admins are not nodes), 429 past the node's request rate. Async: a token seen in the last
+    `TokenCache.ttl_s` costs no database query and no trip through the thread pool."""
+    who = svc.tokens.get(authorization.partition(" ")[2].strip()) if authorization else None
+    if who is None:
+        who = await run_in_threadpool(_principal, svc, authorization)
     if who.is_admin or who.node is None:
         raise HTTPException(403, "an admin token cannot act as a node: agents and supervisors use their node's token")
     if svc.limits is not None and (wait := svc.limits.acquire(who.node.id)):

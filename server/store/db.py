@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+#: One writer at a time per SQLite engine, queued in-process. SQLite allows one write transaction at a
+#: time anyway; threads that find the file locked wait in its busy handler, which sleeps in steps of up
+#: to 100 ms, and under concurrent ingest that wait, not the work, dominated (bench/README.md: ingest).
+_SQLITE_WRITERS: weakref.WeakKeyDictionary[Engine, threading.RLock] = weakref.WeakKeyDictionary()
 
 
 class SchemaOutOfDate(RuntimeError):
@@ -34,6 +41,7 @@ def make_engine(url: str, busy_timeout_ms: int = 5000) -> Engine:
         cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cur.close()
 
+    _SQLITE_WRITERS[engine] = threading.RLock()
     return engine
 
 
@@ -44,7 +52,9 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
 @contextmanager
 def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
     """One unit of work: committed if the block succeeds, rolled back entirely if it raises."""
-    with factory() as session, session.begin():
+    bind = factory.kw.get("bind")
+    writer = _SQLITE_WRITERS.get(bind) if isinstance(bind, Engine) else None
+    with writer or nullcontext(), factory() as session, session.begin():
         yield session
 
 

@@ -18,7 +18,7 @@ from server.store.db import transaction
 from server.store.jobs import store_job_data
 from server.store.models import EventRow, IngestBatch, LogLineRow, Node
 from server.store.rollups import RollupBuffer
-from server.store.upsert import insert_for
+from server.store.upsert import insert_ignore
 
 
 @dataclass(slots=True)
@@ -53,19 +53,16 @@ def ingest_batch(sessions: sessionmaker[Session], rollups: RollupBuffer, node: N
 def store_batch(session: Session, node: Node, batch: Batch) -> StoreResult:
     """Write ``batch`` for ``node`` inside the caller's transaction: everything but its samples, which
     only feed rollups (`server.store.rollups`) and the in-memory telemetry."""
-    claimed = session.execute(
-        insert_for(session, IngestBatch.__table__)
-        .values(
-            node_id=node.id,
-            batch_id=batch.batch_id,
-            received_at=datetime.now(UTC),
-            samples=len(batch.samples),
-            logs=len(batch.logs),
-            events=len(batch.events),
-        )
-        .on_conflict_do_nothing()
-        .returning(IngestBatch.batch_id)
-    ).first()
+    claim = insert_ignore(IngestBatch.__table__).returning(IngestBatch.batch_id)
+    row = {
+        "node_id": node.id,
+        "batch_id": batch.batch_id,
+        "received_at": datetime.now(UTC),
+        "samples": len(batch.samples),
+        "logs": len(batch.logs),
+        "events": len(batch.events),
+    }
+    claimed = session.execute(claim, row).first()
     if claimed is None:
         return StoreResult(BatchAck(batch_id=batch.batch_id, duplicate=True), len(batch.logs), len(batch.events))
 
@@ -112,5 +109,5 @@ def _insert_new(
     """Insert rows whose (node, stream, seq) is not stored yet; return the (stream, seq) of those."""
     if not rows:
         return set()
-    stmt = insert_for(session, model.__table__).on_conflict_do_nothing().returning(model.stream, model.seq)
+    stmt = insert_ignore(model.__table__).returning(model.stream, model.seq)
     return {(stream, seq) for stream, seq in session.execute(stmt, rows).tuples()}

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from gpuwatch.protocol import CheckpointReport, JobProcess, StepReport
 from server.store.models import Checkpoint, Job, JobRank, JobRollup, utcnow
-from server.store.upsert import insert_for
+from server.store.upsert import insert_for, insert_ignore
 
 IDLE_UTIL = 5.0  # % utilisation under which a GPU counts as idle
 
@@ -69,7 +69,7 @@ def _store_checkpoints(session: Session, ids: dict[str, int], checkpoints: list[
         for c in checkpoints
     ]
     if rows:
-        session.execute(insert_for(session, Checkpoint.__table__).values(rows).on_conflict_do_nothing())
+        session.execute(insert_ignore(Checkpoint.__table__), rows)
 
 
 def _store_ranks(session: Session, node_id: int, ids: dict[str, int], processes: list[JobProcess]) -> None:

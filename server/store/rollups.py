@@ -231,7 +231,11 @@ class RollupBuffer:
         if not due:
             return
         table = model.__table__
-        stmt = update(table).where(table.c.id == bindparam("row_id")).values(last_seen_at=bindparam("seen"))
+        stmt = (
+            update(table)
+            .where(table.c.id == bindparam("row_id"))
+            .values(last_seen_at=bindparam("seen", type_=table.c.last_seen_at.type))
+        )
         session.connection().execute(stmt, due)
         for row in due:
             self._seen_written[(kind, row["row_id"])] = row["seen"].timestamp()
