@@ -1,0 +1,127 @@
+"""Buffered rollups (GPUWATCH_ROLLUP_FLUSH_S > 0) store what rollups written with each batch store.
+
+The same batches go through two real servers over HTTP, one writing rollups with each batch (0) and
+one buffering them; after the buffer's flush both databases hold the same GPU and job rollups. A
+replayed batch adds nothing, a clean shutdown flushes, a failed flush loses nothing, and the nodes'
+last-seen times land in a form the silence check compares correctly.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, select, text
+from sqlalchemy.exc import DBAPIError
+
+from gpuwatch.config import Settings
+from gpuwatch.protocol import Batch, GpuSample
+from server.app import flush_rollups
+from server.store.db import make_engine, make_sessionmaker, transaction
+from server.store.models import Node
+from server.store.rollups import RollupBuffer
+from tests.helpers import InProcessServer, migrated_sqlite, new_token
+
+T0 = 1_800_000_000.0  # a minute boundary
+
+
+def _batches() -> list[Batch]:
+    """Three minutes of 2 GPUs at 2 Hz: GPU 0 runs a job (idle for a while), GPU 1 changes hands."""
+    out = []
+    for b in range(6):
+        samples = []
+        for k in range(60):
+            ts = T0 + b * 30 + k / 2
+            samples.append(
+                GpuSample(
+                    ts=ts, gpu=0, uuid="GPU-0", util_gpu=1.0 if 40 <= k < 50 else 90.0, power_w=500, job="j", rank=0
+                ).model_copy(update={"period_s": 0.5, "fb_used_mib": 100.0 + k, "temp_c": 50 + b})
+            )
+            owner = {"job": "j", "rank": 1} if k % 20 < 10 else {}
+            samples.append(GpuSample(ts=ts, gpu=1, uuid="GPU-1", util_gpu=30.0, power_w=200, period_s=0.5, **owner))
+        out.append(Batch(batch_id=b, samples=samples))
+    return out
+
+
+def _rollups(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        gpu = conn.execute(
+            text(
+                "SELECT g.uuid, r.minute, r.samples, r.util_sum, r.util_max, r.mem_util_sum, r.fb_used_max_mib, "
+                "r.power_sum_w, r.temp_max_c, r.gpu_seconds, r.idle_seconds, r.unallocated_seconds, r.energy_j "
+                "FROM gpu_rollups r JOIN gpus g ON g.id = r.gpu_id ORDER BY 1, 2"
+            )
+        ).all()
+        job = conn.execute(
+            text(
+                "SELECT j.name, r.rank, r.minute, r.gpu_seconds, r.idle_gpu_seconds, r.util_gpu_seconds, r.energy_j "
+                "FROM job_rollups r JOIN jobs j ON j.id = r.job_id ORDER BY 1, 2, 3"
+            )
+        ).all()
+    engine.dispose()
+    return {"gpu": [tuple(r) for r in gpu], "job": [tuple(r) for r in job]}
+
+
+def _post_all(srv: InProcessServer, url: str, batches: list[Batch]) -> None:
+    token = new_token(url, "n1")
+    with httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {token}"}) as http:
+        for batch in [*batches, batches[-1]]:  # and one replay
+            resp = http.post("/api/v1/ingest", content=batch.model_dump_json())
+            assert resp.status_code == 200, resp.text
+
+
+def test_buffered_rollups_equal_rollups_written_with_each_batch(tmp_path: Path) -> None:
+    batches = _batches()
+    exact_url = migrated_sqlite(tmp_path / "exact")
+    with InProcessServer(Settings(data_dir=tmp_path / "exact", database_url=exact_url, rollup_flush_s=0)) as srv:
+        _post_all(srv, exact_url, batches)
+        assert _rollups(exact_url)["gpu"], "rollups written with each batch are there at once"
+    buffered_url = migrated_sqlite(tmp_path / "buffered")
+    with InProcessServer(
+        Settings(data_dir=tmp_path / "buffered", database_url=buffered_url, rollup_flush_s=3600)
+    ) as srv:
+        _post_all(srv, buffered_url, batches)
+        assert _rollups(buffered_url) == {"gpu": [], "job": []}, "buffered: nothing written before the flush"
+        flush_rollups(srv.services)
+        assert _rollups(buffered_url) == _rollups(exact_url)
+        assert srv.services.rollups.flush(srv.services.sessions()) == 0  # nothing left pending
+    exact = _rollups(exact_url)
+    assert sum(r[2] for r in exact["gpu"]) == 6 * 120  # the replay counted once
+    assert {r[1] for r in exact["job"]} == {0, 1}  # GPU 1's job share, sample by sample
+
+
+def test_a_clean_shutdown_flushes(tmp_path: Path) -> None:
+    url = migrated_sqlite(tmp_path)
+    with InProcessServer(Settings(data_dir=tmp_path, database_url=url, rollup_flush_s=3600)) as srv:
+        _post_all(srv, url, _batches()[:2])
+        assert _rollups(url)["gpu"] == []
+    assert sum(r[2] for r in _rollups(url)["gpu"]) == 2 * 120
+
+
+def test_a_failed_flush_loses_nothing_and_last_seen_compares_in_sql(tmp_path: Path) -> None:
+    url = migrated_sqlite(tmp_path)
+    sessions = make_sessionmaker(make_engine(url))
+    with transaction(sessions) as session:
+        node = Node(name="n1")
+        session.add(node)
+        session.flush()
+        node_id = node.id
+    buffer = RollupBuffer(3600)
+    now = time.time()
+    buffer.add(node_id, _batches()[0].samples, now=now)
+
+    other = make_sessionmaker(make_engine(migrated_sqlite(tmp_path / "other")))  # the node is not in that one
+    with pytest.raises(DBAPIError), transaction(other) as session:
+        buffer.flush(session)
+
+    with transaction(sessions) as session:
+        assert buffer.flush(session) > 0  # the sums were put back, and land now
+    assert sum(r[2] for r in _rollups(url)["gpu"]) == 120
+    with sessions() as session:  # compared by the database, as the silence check compares it
+        cutoff = datetime.fromtimestamp(now, UTC) - timedelta(seconds=5)
+        assert session.scalars(select(Node.name).where(Node.last_seen_at > cutoff)).all() == ["n1"]
