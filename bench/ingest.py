@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -135,12 +136,38 @@ class _Conn:
             self._streams = None
 
 
+def _payloads(templates: list[dict[str, Any]], index: int, load: Load, start: float) -> Iterator[tuple[float, bytes]]:
+    """A node's batches, gzipped as the agent sends them, with the times they are due."""
+    offsets = [d["ts"] for d in templates]
+    t = start + (index % 97) / 97 * load.flush  # nodes' flushes spread over the interval
+    batch_id = seq = events = 0
+    while t < start + load.duration:
+        base = t - load.flush
+        for d, off in zip(templates, offsets, strict=True):
+            d["ts"] = base + off
+        body: dict[str, Any] = {
+            "batch_id": batch_id,
+            "samples": templates,
+            "logs": [
+                {"stream": "file:/train.log", "seq": seq + n, "ts": t, "text": f"step {seq + n} loss=2.{n:03d}"}
+                for n in range(LINES_PER_BATCH)
+            ],
+        }
+        if batch_id % EVENT_EVERY == 0:
+            body["events"] = [{"stream": "gpu:nvml", "seq": events, "ts": t, "kind": "bench", "message": "ok"}]
+            events += 1
+        yield t, gzip.compress(msgspec.json.encode(body), compresslevel=1)
+        seq += LINES_PER_BATCH
+        batch_id += 1
+        t += load.flush
+
+
 async def _node(
     http: _Conn,
     name: str,
     token: str,
     index: int,
-    templates: list[dict[str, Any]],
+    payloads: Iterable[tuple[float, bytes]],
     load: Load,
     start: float,
     out: dict[str, Any],
@@ -159,33 +186,9 @@ async def _node(
         await asyncio.sleep(0.5)
     else:
         raise RuntimeError(f"{name} could not register: {why}")
-    offsets = [d["ts"] for d in templates]
     headers["Content-Encoding"] = "gzip"
-    seq = events = 0
-    batch_id = 0
-    t = start + (index % 97) / 97 * load.flush  # nodes' flushes spread over the interval
-    end = start + load.duration
-    while t < end:
+    for batch_id, (t, payload) in enumerate(payloads):
         await asyncio.sleep(max(0.0, t - time.time()))
-        base = t - load.flush
-        for d, off in zip(templates, offsets, strict=True):
-            d["ts"] = base + off
-        body: dict[str, Any] = {
-            "batch_id": batch_id,
-            "samples": templates,
-            "logs": [
-                {
-                    "stream": "file:/train.log",
-                    "seq": seq + n,
-                    "ts": t,
-                    "text": f"step {seq + n} loss=2.{n:03d} tok/s=41235",
-                }
-                for n in range(LINES_PER_BATCH)
-            ],
-        }
-        if batch_id % EVENT_EVERY == 0:
-            body["events"] = [{"stream": "gpu:nvml", "seq": events, "ts": t, "kind": "bench", "message": "ok"}]
-        payload = gzip.compress(msgspec.json.encode(body), compresslevel=1)
         while True:  # the agent's spool: retry until stored
             sent = time.time()
             try:
@@ -203,17 +206,20 @@ async def _node(
             out["latency"].append(done - sent)
             out["samples"] += ack["samples"]
         out["lines"] += LINES_PER_BATCH
-        seq += LINES_PER_BATCH
-        events += int(batch_id % EVENT_EVERY == 0)
-        out["events"] = out.get("events", 0) + int(batch_id % EVENT_EVERY == 0)
-        batch_id += 1
-        t += load.flush
+        out["events"] += int(batch_id % EVENT_EVERY == 0)
 
 
-def _generator(url: str, nodes: list[tuple[int, str, str]], load: Load, ready: Any, go: Any, results: Any) -> None:
+def _generator(
+    url: str, nodes: list[tuple[int, str, str]], load: Load, prebuild: bool, ready: Any, go: Any, results: Any
+) -> None:
     templates = {i: _templates(name, i, load) for i, name, _ in nodes}  # before the clock starts
     ready.put(len(templates))
     start = go.get()
+    payloads: dict[int, Iterable[tuple[float, bytes]]] = {
+        i: _payloads(templates[i], i, load, start) for i, _, _ in nodes
+    }
+    if prebuild:  # every batch encoded and gzipped now: sending is then all the generator does
+        payloads = {i: list(p) for i, p in payloads.items()}
 
     async def run() -> dict[str, Any]:
         out: dict[str, Any] = {"latency": [], "samples": 0, "errors": 0, "lines": 0, "events": 0}
@@ -221,7 +227,7 @@ def _generator(url: str, nodes: list[tuple[int, str, str]], load: Load, ready: A
         try:
             await asyncio.gather(
                 *(
-                    _node(http, name, token, i, templates[i], load, start, out)
+                    _node(http, name, token, i, payloads[i], load, start, out)
                     for http, (i, name, token) in zip(clients, nodes, strict=True)
                 )
             )
@@ -269,18 +275,23 @@ def _tokens(db_url: str, n: int) -> list[tuple[int, str, str]]:
         engine.dispose()
 
 
-def drive(url: str, pid: int, nodes: list[tuple[int, str, str]], load: Load, procs: int) -> dict[str, Any]:
+def drive(
+    url: str, pid: int, nodes: list[tuple[int, str, str]], load: Load, procs: int, prebuild: bool
+) -> dict[str, Any]:
     """Run the generators against a server at ``url`` (process ``pid``); measure it."""
     ctx = mp.get_context("spawn")
     results, ready, gos = ctx.Queue(), ctx.Queue(), [ctx.Queue() for _ in range(procs)]
     workers = [
-        ctx.Process(target=_generator, args=(url, nodes[k::procs], load, ready, gos[k], results)) for k in range(procs)
+        ctx.Process(target=_generator, args=(url, nodes[k::procs], load, prebuild, ready, gos[k], results))
+        for k in range(procs)
     ]
     for w in workers:
         w.start()
     for _ in workers:
         ready.get(timeout=600)  # every generator has built its nodes' samples
-    start = time.time() + 2 + len(nodes) / 1000  # then all register, and the first batches go
+    batches = len(nodes) * load.duration / load.flush
+    build = batches * 0.003 / procs if prebuild else 0.0  # about 3 ms to encode and gzip a batch
+    start = time.time() + 2 + len(nodes) / 1000 + build  # then all register, and the first batches go
     for go in gos:
         go.put(start)
     rss: list[tuple[float, float]] = []
@@ -339,7 +350,7 @@ def check(db_url: str, nodes: int, load: Load, lines_sent: int, events_sent: int
     }
 
 
-def run_gpuwatch(db_url: str, tmp: Path, load: Load, procs: int, do_check: bool) -> dict[str, Any]:
+def run_gpuwatch(db_url: str, tmp: Path, load: Load, procs: int, prebuild: bool, do_check: bool) -> dict[str, Any]:
     upgrade(db_url)
     nodes = _tokens(db_url, load.nodes)
     port = free_port()
@@ -351,7 +362,7 @@ def run_gpuwatch(db_url: str, tmp: Path, load: Load, procs: int, do_check: bool)
     try:
         base = f"http://127.0.0.1:{port}"
         wait_until(lambda: httpx.get(f"{base}/readyz").status_code == 200, timeout=60, what="server")
-        result = drive(base, server.popen.pid, nodes, load, procs)
+        result = drive(base, server.popen.pid, nodes, load, procs, prebuild)
     finally:
         server.stop()
     if do_check:
@@ -359,7 +370,7 @@ def run_gpuwatch(db_url: str, tmp: Path, load: Load, procs: int, do_check: bool)
     return result
 
 
-def run_reference(tmp: Path, load: Load, procs: int) -> dict[str, Any]:
+def run_reference(tmp: Path, load: Load, procs: int, prebuild: bool) -> dict[str, Any]:
     port = free_port()
     with open(tmp / "reference.log", "wb") as log:
         ref = subprocess.Popen([sys.executable, __file__, "--serve-reference", str(port)], stdout=log, stderr=log)
@@ -367,7 +378,7 @@ def run_reference(tmp: Path, load: Load, procs: int) -> dict[str, Any]:
             base = f"http://127.0.0.1:{port}"
             wait_until(lambda: httpx.get(f"{base}/readyz").status_code == 200, timeout=60, what="reference")
             nodes = [(i, f"node-{i:05d}", "x") for i in range(load.nodes)]
-            return drive(base, ref.pid, nodes, load, procs)
+            return drive(base, ref.pid, nodes, load, procs, prebuild)
         finally:
             ref.terminate()
             ref.wait(15)
@@ -395,6 +406,31 @@ def serve_reference(port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
+def compare_parsers(load: Load, repeat: int = 200) -> None:
+    """The same batch body (one node's flush interval) through each way of validating it, per sample."""
+    from server.api.fastdecode import decode_batch
+
+    body = msgspec.json.encode({"batch_id": 1, "samples": _templates("node-00000", 0, load)})
+    n = len(_templates("node-00000", 0, load))
+    ways = {
+        "pydantic Batch.model_validate_json (the old path)": lambda: Batch.model_validate_json(body),
+        "json.loads + Batch.model_validate": lambda: Batch.model_validate(json.loads(body)),
+        "msgspec mirror (server/api/fastdecode.py)": lambda: decode_batch(body),
+        "json.loads only (no validation)": lambda: json.loads(body),
+    }
+    print(f"one batch of {n} samples, {len(body):,} bytes of JSON; median of {repeat}")
+    base = None
+    for label, fn in ways.items():
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        per = statistics.median(times) / n * 1e6
+        base = base or per
+        print(f"| {label} | {per:.2f} µs/sample | {base / per:.1f}x |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=1250)
@@ -412,20 +448,28 @@ def main() -> None:
         "--postgres",
         default=os.environ.get("GPUWATCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
     )
+    ap.add_argument(
+        "--prebuild",
+        action="store_true",
+        help="encode and gzip every batch before the clock starts (the generators then only send)",
+    )
+    ap.add_argument("--parsers", action="store_true", help="only compare the ways of parsing a batch")
     ap.add_argument("--serve-reference", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve_reference:
         serve_reference(args.serve_reference)
         return
     load = Load(args.nodes, args.gpus, args.hz, args.flush, args.duration, args.warmup)
+    if args.parsers:
+        compare_parsers(load)
+        return
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         if not args.no_reference:
-            results["reference (parse only)"] = run_reference(Path(tmp), load, args.procs)
+            results["reference (parse only)"] = run_reference(Path(tmp), load, args.procs, args.prebuild)
         if args.db in ("sqlite", "both"):
-            results["gpuwatch, SQLite"] = run_gpuwatch(
-                f"sqlite:///{tmp}/bench.db", Path(tmp), load, args.procs, args.check
-            )
+            url = f"sqlite:///{tmp}/bench.db"
+            results["gpuwatch, SQLite"] = run_gpuwatch(url, Path(tmp), load, args.procs, args.prebuild, args.check)
         if args.db in ("postgresql", "both"):
             admin = create_engine(args.postgres, isolation_level="AUTOCOMMIT")
             name = f"gpuwatch_bench_{uuid.uuid4().hex[:8]}"
@@ -433,7 +477,9 @@ def main() -> None:
                 conn.execute(text(f'CREATE DATABASE "{name}"'))
             try:
                 pg_url = args.postgres.rsplit("/", 1)[0] + f"/{name}"
-                results["gpuwatch, PostgreSQL"] = run_gpuwatch(pg_url, Path(tmp), load, args.procs, args.check)
+                results["gpuwatch, PostgreSQL"] = run_gpuwatch(
+                    pg_url, Path(tmp), load, args.procs, args.prebuild, args.check
+                )
             finally:
                 with admin.connect() as conn:
                     conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
