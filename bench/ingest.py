@@ -410,8 +410,9 @@ def compare_parsers(load: Load, repeat: int = 200) -> None:
     """The same batch body (one node's flush interval) through each way of validating it, per sample."""
     from server.api.fastdecode import decode_batch
 
-    body = msgspec.json.encode({"batch_id": 1, "samples": _templates("node-00000", 0, load)})
-    n = len(_templates("node-00000", 0, load))
+    samples = [{**d, "ts": 1.8e9 + d["ts"]} for d in _templates("node-00000", 0, load)]
+    body = msgspec.json.encode({"batch_id": 1, "samples": samples})
+    n = len(samples)
     ways = {
         "pydantic Batch.model_validate_json (the old path)": lambda: Batch.model_validate_json(body),
         "json.loads + Batch.model_validate": lambda: Batch.model_validate(json.loads(body)),

@@ -41,10 +41,11 @@ class Detection:
 
 #: A rank keeps one GPU point per GPU per `POINT_GAP_S` bucket, whatever the agent's sampling rate (a
 #: point holds the bucket's mean utilisation and its idle share), at most `POINTS_PER_RANK` of them:
-#: with the default 300 s window, 60 points a GPU, about 15 KB, which bounds the tracker at about
-#: 150 MB for 10,000 ranks. The newest sample of each GPU is kept apart, for hang detection.
+#: 5 min 20 s of a one-GPU rank, just over the default 300 s window, about 10 KB, which bounds the
+#: tracker at about 100 MB for 10,000 ranks (256 points took 21 minutes to fill: in a 10-minute load
+#: test the server's RSS still grew 8.6 MiB a minute). The newest sample of each GPU is kept apart.
 POINT_GAP_S = 5.0
-POINTS_PER_RANK = 256
+POINTS_PER_RANK = 64
 
 
 @dataclass(slots=True)
