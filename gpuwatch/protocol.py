@@ -15,6 +15,8 @@ PROTOCOL_VERSION = 1
 
 #: Longest log line the server accepts; the agent truncates longer lines before sending.
 MAX_LOG_LINE_CHARS = 16_384
+#: Largest integer the database stores (BIGINT): counters and ids past it are refused at the door.
+INT64 = 2**63 - 1
 #: Most items of one kind in one batch; the agent splits larger backlogs over several batches.
 MAX_BATCH_ITEMS = 20_000
 
@@ -76,7 +78,7 @@ class GpuSample(_Model):
     processes: list[GpuProcess] | None = Field(default=None, max_length=1024)
     period_s: float | None = Field(default=None, gt=0, le=3600, description="time this sample stands for")
     job: str | None = Field(default=None, max_length=255, description="job using this GPU, if any (agent's mapping)")
-    rank: int | None = Field(default=None, ge=0, description="that job's rank on this GPU")
+    rank: int | None = Field(default=None, ge=0, le=INT64, description="that job's rank on this GPU")
 
 
 class JobProcess(_Model):
@@ -86,10 +88,10 @@ class JobProcess(_Model):
     environment (SLURM_JOB_ID / SLURM_PROCID, pod name, torchrun's RANK / LOCAL_RANK / WORLD_SIZE)."""
 
     job: str = _Name
-    pid: int = Field(ge=1)
-    rank: int | None = Field(default=None, ge=0)
-    local_rank: int | None = Field(default=None, ge=0)
-    world_size: int | None = Field(default=None, ge=1)
+    pid: int = Field(ge=1, le=INT64)
+    rank: int | None = Field(default=None, ge=0, le=INT64)
+    local_rank: int | None = Field(default=None, ge=0, le=INT64)
+    world_size: int | None = Field(default=None, ge=1, le=INT64)
     gpu: int | None = Field(default=None, ge=0, le=1023, description="GPU index the process uses, if known")
     scheduler: str = Field(default="local", max_length=32, description="local | slurm | kubernetes | torchrun")
     external_id: str | None = Field(default=None, max_length=255, description="SLURM_JOB_ID or namespace/pod")
@@ -106,8 +108,8 @@ class StepReport(_Model):
     """One training step of one rank, as the training client timed it."""
 
     job: str = _Name
-    rank: int = Field(ge=0)
-    step: int = Field(ge=0)
+    rank: int = Field(ge=0, le=INT64)
+    step: int = Field(ge=0, le=INT64)
     ts: float = Field(gt=0, description="unix time the step ended")
     duration_s: float = Field(ge=0, description="wall time of the step")
     comm_s: float = Field(default=0.0, ge=0, description="time inside collectives during the step")
@@ -120,14 +122,14 @@ class CheckpointReport(_Model):
     """One checkpoint save of a job, as the training client saw it (gpuwatch.client.AsyncCheckpointer)."""
 
     job: str = _Name
-    rank: int = Field(ge=0)
-    step: int = Field(ge=0)
+    rank: int = Field(ge=0, le=INT64)
+    step: int = Field(ge=0, le=INT64)
     ts: float = Field(gt=0, description="unix time the save ended (complete on disk) or failed")
     path: str = Field(max_length=4096)
     ok: bool = Field(description="complete and valid; false: the save failed (error says why)")
     blocking_s: float = Field(default=0.0, ge=0, description="time the training loop waited (copy to host)")
     write_s: float = Field(default=0.0, ge=0, description="background write time, fsync and marker included")
-    size_bytes: int = Field(default=0, ge=0)
+    size_bytes: int = Field(default=0, ge=0, le=INT64)
     error: str | None = Field(default=None, max_length=2000)
 
 
@@ -156,7 +158,7 @@ class LogLine(_Model):
     """One line of a log stream. (node, stream, seq) identifies it: a replay stores nothing twice."""
 
     stream: str = _Name
-    seq: int = Field(ge=0)
+    seq: int = Field(ge=0, le=INT64)
     ts: float = Field(gt=0)
     text: str = Field(max_length=MAX_LOG_LINE_CHARS)
 
@@ -165,7 +167,7 @@ class Event(_Model):
     """Something that happened on a node (an Xid, a lost GPU, an ECC error …), sequenced like log lines."""
 
     stream: str = _Name
-    seq: int = Field(ge=0)
+    seq: int = Field(ge=0, le=INT64)
     ts: float = Field(gt=0)
     kind: str = Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_]*$")
     gpu: int | None = Field(default=None, ge=0, le=1023)
@@ -178,7 +180,7 @@ class Batch(_Model):
     already stored is acknowledged and ignored, which makes retries after a lost response safe."""
 
     version: int = Field(default=PROTOCOL_VERSION, ge=1, le=PROTOCOL_VERSION)
-    batch_id: int = Field(ge=0)
+    batch_id: int = Field(ge=0, le=INT64)
     samples: list[GpuSample] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
     logs: list[LogLine] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
     events: list[Event] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)

@@ -101,6 +101,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(module.router, dependencies=[ReadAccess])
 
     @app.exception_handler(DataError)
+    @app.exception_handler(OverflowError)  # SQLite's driver, for an integer past 64 bits
     async def _refused_value(request: Request, exc: Exception) -> JSONResponse:
         # A value the database cannot hold (a NUL in a PostgreSQL string): the same request would fail
         # again, so a 422 the agent sets aside, never a 503 it would retry for ever.

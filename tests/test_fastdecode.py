@@ -144,3 +144,14 @@ def test_malformed_json_nesting_and_bad_utf8_are_refused() -> None:
     # The one known difference: msgspec skips the value of a field the batch does not have without
     # checking its UTF-8, where pydantic refuses the body. Nothing of such a field is kept.
     assert decode_batch(b'{"batch_id": 1, "x": "\xff"}').batch_id == 1
+
+
+def test_integers_past_64_bits_are_refused() -> None:
+    """The store's BIGINT columns cannot hold them (SQLite's driver raised OverflowError: a 500)."""
+    for raw in (
+        b'{"batch_id": 18446744073709551616}',
+        b'{"batch_id": 1, "logs": [{"stream": "s", "seq": 9223372036854775808, "ts": 1, "text": ""}]}',
+    ):
+        with pytest.raises(ValidationError):
+            decode_batch(raw)
+    assert decode_batch(b'{"batch_id": 9223372036854775807}').batch_id == 2**63 - 1
