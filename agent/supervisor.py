@@ -45,7 +45,7 @@ from gpuwatch.client.checkpoint import CHECKPOINT_LOG_ENV, RESUME_ENV
 from gpuwatch.config import Settings
 from gpuwatch.diagnosis.diagnose import diagnose
 from gpuwatch.diagnosis.model import LogSource
-from gpuwatch.protocol import MAX_BATCH_ITEMS, Batch, LogLine
+from gpuwatch.protocol import MAX_BATCH_ITEMS, Batch, LogLine, log_text
 from gpuwatch.recovery import Attempt, Checkpoint, Decision, decide, latest_valid, validate
 from gpuwatch.recovery.settings import policy_config
 
@@ -332,7 +332,7 @@ class Supervisor:
 
     def _pump(self, pipe: IO[bytes], stream: str, echo: IO[str]) -> None:
         for raw in iter(pipe.readline, b""):
-            text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            text = log_text(raw).rstrip("\r\n")
             echo.write(text + "\n")
             echo.flush()
             self._line(stream, text)

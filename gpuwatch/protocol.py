@@ -20,6 +20,13 @@ INT64 = 2**63 - 1
 #: Most items of one kind in one batch; the agent splits larger backlogs over several batches.
 MAX_BATCH_ITEMS = 20_000
 
+
+def log_text(raw: bytes) -> str:
+    """A log line's bytes as text for the wire: invalid UTF-8 and NUL, which a PostgreSQL text column
+    cannot hold (the batch would be refused whole), become U+FFFD."""
+    return raw.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+
+
 _Name = Field(min_length=1, max_length=255)
 
 

@@ -12,6 +12,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
 from gpuwatch.config import Settings
+from server.store.migrate import upgrade
 from tests.helpers import InProcessServer, migrated_sqlite
 from tests.slurm_cluster import SlurmCluster, slurm_cluster
 
@@ -88,6 +89,13 @@ def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'empty.db'}"
     return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture
+def db_url(empty_db_url: str) -> str:
+    """The same, migrated to the latest schema: for tests of what gpuwatch does with its database."""
+    upgrade(empty_db_url)
+    return empty_db_url
 
 
 @pytest.fixture(scope="session")

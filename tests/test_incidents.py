@@ -3,6 +3,7 @@ from the logs the agent streamed, within 2 s of the exit (issue 4, acceptance 4)
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -10,7 +11,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import Proc, free_port, migrated_sqlite, new_token, start_server, wait_until
+from gpuwatch.config import Settings
+from gpuwatch.protocol import Batch, LogLine
+from tests.helpers import InProcessServer, Proc, free_port, migrated_sqlite, new_token, start_server, wait_until
 
 JOB_LINES = [
     "[rank0]: iteration      100/  500000 | lm loss: 2.131E+00 | grad norm: 0.412 |",
@@ -89,7 +92,8 @@ def test_failed_run_is_diagnosed_from_streamed_logs_within_two_seconds(tmp_path:
             "restart_exclude_node",
             "gpu-node-07",
         )
-        (xid_line,) = [e for e in d["evidence"] if (e["file"], e["line"], e["text"]) == ("kernel", 2, KERNEL_LINE)]
+        # Line 1: the kernel log is read from the run's start; the boot line, older, is not part of it.
+        (xid_line,) = [e for e in d["evidence"] if (e["file"], e["line"], e["text"]) == ("kernel", 1, KERNEL_LINE)]
         assert xid_line["ts"] is not None and abs(xid_line["ts"] - time.time()) < 60, "when the agent read it"
         assert incident["run_id"] == run["id"] and incident["node"] == "gpu-node-07"
         decided = wait_until(
@@ -120,9 +124,45 @@ def test_failed_run_is_diagnosed_from_streamed_logs_within_two_seconds(tmp_path:
             timeout=5,
             what="the second diagnosis",
         )
-        assert (later["reason"], later["rank"]) == ("gpu_hardware", None), "the node's Xid still explains it"
+        # 137 with no preemption: the host's OOM killer. The first run's Xid is not this run's evidence.
+        assert (later["reason"], later["rank"]) == ("host_oom", 3)
         assert httpx.post(f"{base}/api/v1/runs/999/exit", json={"exit_code": 1}, headers=auth).status_code == 404
         assert httpx.post(f"{base}/api/v1/runs", json={"job": "x"}).status_code == 401
     finally:
         agent.stop()
         server.stop()
+
+
+def test_an_xid_logged_before_the_run_started_is_not_blamed(settings: Settings) -> None:
+    """The node's kernel log is read from the run's start: an Xid of an earlier run explains that run's
+    failure, not this one's; the same Xid logged while the run ran does."""
+    fast = settings.model_copy(update={"incident_settle_s": 0.05})
+    cuda = "[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered"
+    with InProcessServer(fast) as srv:
+        token = new_token(fast.effective_database_url, "gpu-node-08")
+        with httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {token}"}, timeout=10) as node:
+            batches = itertools.count(1)
+
+            def ship(*logs: LogLine) -> None:
+                resp = node.post(
+                    "/api/v1/ingest", content=Batch(batch_id=next(batches), logs=list(logs)).model_dump_json()
+                )
+                assert resp.status_code == 200, resp.text
+
+            def failed_run(stream: str, xid_during_run: bool) -> dict:
+                run = node.post("/api/v1/runs", json={"job": "llama-70b"}).json()
+                if xid_during_run:
+                    ship(LogLine(stream="kernel", seq=1, ts=time.time(), text=KERNEL_LINE))
+                ship(LogLine(stream=stream, seq=0, ts=time.time(), text=cuda))
+                ended = node.post(f"/api/v1/runs/{run['id']}/exit", json={"exit_code": 1, "streams": [stream]}).json()
+                return wait_until(
+                    lambda: node.get(f"/api/v1/incidents/{ended['incident_id']}").json()["diagnosis"],
+                    what="the run's diagnosis",
+                )
+
+            ship(LogLine(stream="kernel", seq=0, ts=time.time() - 60, text=KERNEL_LINE))  # the attempt before
+            d = failed_run("run/a/stderr", xid_during_run=False)
+            assert d["reason"] == "cuda_error" and [e["file"] for e in d["evidence"]] == ["run/a/stderr"]
+            d = failed_run("run/b/stderr", xid_during_run=True)
+            assert (d["reason"], d["node"]) == ("gpu_hardware", "gpu-node-08")
+            assert [e["text"] for e in d["evidence"] if e["file"] == "kernel"] == [KERNEL_LINE]

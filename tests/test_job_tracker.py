@@ -83,6 +83,20 @@ def test_hang_needs_both_no_progress_and_idle_gpus() -> None:
     assert len(t.check_hangs()) == 1, "a new stall after progress is reported again"
 
 
+def test_gpu_samples_that_stopped_arriving_are_no_evidence_of_a_hang() -> None:
+    """A replica that no longer receives a node's samples knows nothing of its GPUs: no hang on steps
+    alone there, while a job whose fresh samples say idle still hangs."""
+    clock = Clock()
+    t = _tracker(clock)
+    for job in ("unheard", "idle"):
+        t.add_steps("n1", [_step(0, 0, clock.now, 1.0, 0.1, job=job)])
+    idle = GpuSample(ts=clock.now, gpu=0, uuid="GPU-0", util_gpu=0.0, job="unheard", rank=0, period_s=1.0)
+    t.add_samples("n1", [idle])
+    clock.now += 11  # past the default hang timeout (10 s); "unheard"'s last sample is as old
+    t.add_samples("n1", [idle.model_copy(update={"ts": clock.now, "gpu": 1, "uuid": "GPU-1", "job": "idle"})])
+    assert [hang.job for hang in t.check_hangs()] == ["idle"]
+
+
 def test_steps_redone_after_a_restart_are_progress() -> None:
     """Resumed from the checkpoint of step 5, the job reports steps 5, 6, … again: that is progress."""
     clock = Clock()

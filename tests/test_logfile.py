@@ -28,6 +28,13 @@ def test_tailer_returns_appended_lines_once(tmp_path: Path) -> None:
     assert tailer.committed_offset == log.stat().st_size
 
 
+def test_tailer_reads_a_nul_as_a_replacement_character(tmp_path: Path) -> None:
+    """A PostgreSQL string cannot hold NUL: shipped as is, it would get the whole batch refused."""
+    log = tmp_path / "train.log"
+    _append(log, b"loss=\x00nan \xff\n")
+    assert LogTailer(log).poll() == ["loss=\ufffdnan \ufffd"]
+
+
 def test_tailer_of_missing_file_waits_for_it(tmp_path: Path) -> None:
     log = tmp_path / "later.log"
     tailer = LogTailer(log)

@@ -35,17 +35,6 @@ RETENTION = Retention(
 SNAPSHOT = {"gpus": {"0": [[1.0, 50.0, 1000.0, 300.0, 60.0, 0]]}, "at": 1.0}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    url = (
-        f"sqlite:///{tmp_path / 'gpuwatch.db'}"
-        if request.param == "sqlite"
-        else request.getfixturevalue("postgres_url")
-    )
-    upgrade(url)
-    return url
-
-
 @pytest.fixture
 def engine(db_url: str) -> Iterator[Engine]:
     eng = make_engine(db_url)
@@ -216,7 +205,8 @@ def test_a_retention_of_zero_keeps_the_table(engine: Engine) -> None:
 
 
 def test_the_evidence_of_an_open_incident_is_kept_until_it_is_diagnosed(engine: Engine) -> None:
-    """The diagnosis reads the node's lines and Xid events from its run's start minus LOOKBACK on."""
+    """The diagnosis reads the node's lines and Xid events from its run's start (or LOOKBACK before its
+    incident opened) on; retention keeps them from EVIDENCE_LOOKBACK before that."""
     assert EVIDENCE_LOOKBACK >= LOOKBACK
     now = datetime.now(UTC)
     seeded = seed(engine, now)

@@ -2,10 +2,12 @@
 
 The store's idempotence rests on INSERT … ON CONFLICT, whose SQL differs per dialect: a retried batch
 stores nothing, a log line or event re-sent in another batch is stored once, and per-minute rollups
-add up samples from several batches (ON CONFLICT DO UPDATE)."""
+add up samples from several batches (ON CONFLICT DO UPDATE). A NUL, which a PostgreSQL string cannot
+hold, never leaves the agent."""
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -16,29 +18,19 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
+from agent.agent import Agent
+from agent.collectors.simulated import SimulatedCollector
 from gpuwatch.config import Settings
 from gpuwatch.protocol import Batch, Event, GpuInfo, GpuSample, LogLine, RegisterRequest
 from server.store.db import make_engine
-from server.store.migrate import upgrade
 from server.store.models import EventRow, Gpu, GpuRollup, IngestBatch, LogLineRow, Node
-from tests.helpers import InProcessServer, new_token
+from tests.helpers import InProcessServer, new_token, wait_until
 
 NODE = "pg-node"
 STREAM = "train.log"
 T0 = 1_800_000_000.0  # a whole minute (divisible by 60)
 ROLLUP_FIELDS = ("samples", "util_sum", "util_max", "mem_util_sum", "fb_used_max_mib", "power_sum_w", "temp_max_c")
 GPUS = [GpuInfo(index=i, uuid=f"GPU-pg-{i}", name="NVIDIA H100 80GB HBM3", memory_total_mib=81559.0) for i in (0, 1)]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    url = (
-        f"sqlite:///{tmp_path / 'gpuwatch.db'}"
-        if request.param == "sqlite"
-        else request.getfixturevalue("postgres_url")
-    )
-    upgrade(url)
-    return url
 
 
 @pytest.fixture
@@ -172,3 +164,33 @@ def test_ingest_is_idempotent_and_rolls_up(client: httpx.Client, db_url: str) ->
     r = client.get("/api/v1/events", params={"node": NODE})
     assert r.status_code == 200, r.text
     assert [(e["kind"], e["gpu_index"]) for e in r.json()] == [("ecc_dbe", 0), ("xid", 1)]  # newest first
+
+
+def test_a_job_log_line_with_a_nul_is_shipped_and_stored(server: InProcessServer, db_url: str, tmp_path: Path) -> None:
+    """The agent reads a NUL as U+FFFD: on PostgreSQL the line would get its whole batch refused (422)
+    and set aside."""
+    job_log = tmp_path / "train.log"
+    job_log.write_bytes(b"step 1\nloss=\x00nan\n")
+    settings = Settings(
+        data_dir=tmp_path / "agent",
+        server_url=server.url,
+        token=new_token(db_url, NODE),
+        node=NODE,
+        client_port=0,
+        flush_s=0.1,
+        log_files=[job_log],
+    )
+    agent = Agent(settings, SimulatedCollector(NODE, 1))
+    running = threading.Thread(target=agent.run, daemon=True)
+    running.start()
+
+    def texts() -> list[str]:
+        with server.services.sessions() as s:
+            return list(s.scalars(select(LogLineRow.text).where(LogLineRow.stream == f"file:{job_log}")))
+
+    try:
+        stored = wait_until(lambda: len(texts()) == 2 and texts(), what="the job's two lines stored")
+    finally:
+        agent.stop.set()
+        running.join(timeout=10)
+    assert sorted(stored) == ["loss=\ufffdnan", "step 1"]

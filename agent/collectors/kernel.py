@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuwatch.protocol import MAX_LOG_LINE_CHARS
+from gpuwatch.protocol import MAX_LOG_LINE_CHARS, log_text
 
 log = logging.getLogger("gpuwatch.agent.kernel")
 
@@ -70,7 +70,7 @@ def parse_record(raw: bytes, mono_to_wall: float) -> KernelRecord | None:
         seq, mono_us = int(fields[1]), int(fields[2])
     except ValueError:
         return None
-    text = body.split(b"\n", 1)[0].decode("utf-8", errors="replace")[:MAX_LOG_LINE_CHARS]
+    text = log_text(body.split(b"\n", 1)[0])[:MAX_LOG_LINE_CHARS]
     return KernelRecord(seq=seq, ts=mono_to_wall + mono_us / 1e6, text=text)
 
 

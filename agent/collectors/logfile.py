@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from gpuwatch.protocol import MAX_LOG_LINE_CHARS
+from gpuwatch.protocol import MAX_LOG_LINE_CHARS, log_text
 
 _READ_CHUNK = 1 << 20
 
@@ -105,7 +105,7 @@ class LogTailer:
         return [self._decode(c) for c in chunks]
 
     def _decode(self, raw: bytes) -> str:
-        text = raw.rstrip(b"\r").decode("utf-8", errors="replace")
+        text = log_text(raw.rstrip(b"\r"))
         if len(text) > MAX_LOG_LINE_CHARS:
             self.truncated_lines += 1
             keep = MAX_LOG_LINE_CHARS - 48  # room for the marker

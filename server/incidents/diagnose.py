@@ -40,7 +40,7 @@ log = logging.getLogger("gpuwatch.server.incidents")
 KERNEL_STREAM = "kernel"
 EVENTS_SOURCE = "nvml-events"
 MAX_LINES_PER_STREAM = 200_000
-LOOKBACK = timedelta(minutes=5)  # evidence this long before the run started (or the incident opened)
+LOOKBACK = timedelta(minutes=5)  # evidence this long before an incident without a run opened
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +149,12 @@ def diagnose_incident(svc: Services, incident_id: int, streams: Sequence[StreamE
         node = session.get(Node, incident.node_id)
         assert node is not None
         run = session.get(Run, incident.run_id) if incident.run_id is not None else None
-        since = (run.started_at if run is not None else incident.opened_at) - LOOKBACK
+        # A run's evidence is what was logged while it ran. Read from before its start, the node's kernel
+        # log would blame it for an earlier attempt's Xid (and a log file shared by attempts for their
+        # errors). Not only the last minutes before the failure either: a hang surfaces as NCCL timeouts
+        # the watchdog's timeout (often 30 min) after the Xid that caused it. An incident without a run
+        # reads LOOKBACK before it opened: the lines that opened it.
+        since = run.started_at if run is not None else incident.opened_at - LOOKBACK
         sources = []
         times: dict[str, list[float]] = {}  # each source's line times, for the evidence's timestamps
         for s in [*streams, StreamExit(KERNEL_STREAM, None, None, None)]:

@@ -52,7 +52,8 @@ log = logging.getLogger("gpuwatch.server.retention")
 
 LOCK_KEY = "gpuwatch:retention"
 DEFAULT_CHUNK = 5000
-# The diagnosis reads a node's lines from this long before its run started (incidents.diagnose.LOOKBACK).
+# The diagnosis reads a node's lines from its run's start, or from incidents.diagnose.LOOKBACK before an
+# incident without a run opened: an open incident's are kept from this long before either.
 EVIDENCE_LOOKBACK = timedelta(minutes=5)
 # Batch ids are kept this much longer than their retention: an agent's clock may run ahead of the server's.
 CLOCK_SKEW = timedelta(hours=1)

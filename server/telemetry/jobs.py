@@ -403,14 +403,18 @@ class JobTracker:
         return found
 
     def _gpus_idle(self, job: _Job, now: float) -> bool:
+        """A job never sampled (CPU-only) counts as idle: it is judged on its steps alone. One whose
+        samples stopped arriving (this replica no longer hears from the node) is not: no evidence."""
         latest: dict[tuple[str | None, int], _GpuPoint] = {}
         for r in job.ranks.values():
             for p in r.latest.values():
                 key = (r.node, p.gpu)
                 if key not in latest or p.ts > latest[key].ts:
                     latest[key] = p
+        if not latest:
+            return True
         fresh = [p for p in latest.values() if now - p.received <= max(10.0, 3 * p.period_s)]
-        return all(p.util is not None and p.util < self.idle_util for p in fresh)
+        return bool(fresh) and all(p.util is not None and p.util < self.idle_util for p in fresh)
 
     # -- reading ----------------------------------------------------------------------------------
 
