@@ -99,7 +99,8 @@ class _Conn:
         self.host, self.port = parsed.host, parsed.port or 80
         self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
-    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes, float | None]:
+        """(status, body, Retry-After seconds or None)."""
         reused = self._streams is not None
         try:
             return await self._post(path, body, headers)
@@ -108,7 +109,7 @@ class _Conn:
                 raise
             return await self._post(path, body, headers)  # the server closed an idle keep-alive connection
 
-    async def _post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    async def _post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes, float | None]:
         if self._streams is None:
             self._streams = await asyncio.open_connection(self.host, self.port)
         reader, writer = self._streams
@@ -120,12 +121,15 @@ class _Conn:
             )
             await writer.drain()
             status = int((await reader.readline()).split()[1])  # IndexError: closed before answering
-            length = 0
+            length, after = 0, None
             while (line := await reader.readline()) not in (b"\r\n", b""):
                 name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
+                name = name.strip().lower()
+                if name == b"content-length":
                     length = int(value)
-            return status, await reader.readexactly(length)
+                elif name == b"retry-after":
+                    after = float(value)
+            return status, await reader.readexactly(length), after
         except (OSError, IndexError, ValueError, asyncio.IncompleteReadError) as exc:
             await self.close()
             raise ConnectionError(f"{path}: {exc!r}") from exc
@@ -176,7 +180,7 @@ async def _node(
     reg = RegisterRequest(hostname=name, agent_version="bench", collector="simulated")
     for _ in range(100):
         try:
-            status, text = await http.post("/api/v1/nodes/register", reg.model_dump_json().encode(), headers)
+            status, text, _ = await http.post("/api/v1/nodes/register", reg.model_dump_json().encode(), headers)
             if status == 200:
                 break
             why = f"{status} {text!r}"
@@ -189,10 +193,11 @@ async def _node(
     headers["Content-Encoding"] = "gzip"
     for batch_id, (t, payload) in enumerate(payloads):
         await asyncio.sleep(max(0.0, t - time.time()))
-        while True:  # the agent's spool: retry until stored
+        while True:  # the agent's spool: retry until stored, after the server's Retry-After if it gave one
             sent = time.time()
+            after = None
             try:
-                status, text = await http.post("/api/v1/ingest", payload, headers)
+                status, text, after = await http.post("/api/v1/ingest", payload, headers)
                 ok = status == 200
             except ConnectionError:
                 ok = False
@@ -200,7 +205,7 @@ async def _node(
             if ok:
                 break
             out["errors"] += 1
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2 if after is None else after)
         ack = json.loads(text)
         if start + load.warmup <= sent and done <= start + load.duration:  # stored within the window
             out["latency"].append(done - sent)

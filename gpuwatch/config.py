@@ -47,7 +47,12 @@ class Settings(BaseSettings):
         default=300, ge=1, description="seconds of history (one point a second) kept in memory per GPU"
     )
     token_cache_s: float = Field(
-        default=10.0, ge=0, description="a token checked is trusted this long without a lookup (revocation delay)"
+        default=60.0, ge=0, description="a token checked is trusted this long without a lookup (revocation delay)"
+    )
+    ingest_queue_bytes: int = Field(
+        default=8 * 2**20,
+        ge=1,
+        description="ingest bodies waiting to be stored, at most; past it a batch gets 503 with Retry-After",
     )
     rollup_flush_s: float = Field(
         default=5.0,

@@ -19,6 +19,7 @@ from gpuwatch.protocol import GpuInfo
 from server.api.deps import ReadAccess, Services, TokenCache
 from server.api.limits import RateLimiter
 from server.api.routes import admin, health, ingest, read, recovery, reports, runs
+from server.api.writer import BatchWriter
 from server.detections import record
 from server.incidents.recover import expire_exclusions
 from server.incidents.watch import SilenceWatch
@@ -64,6 +65,7 @@ def create_app(settings: Settings) -> FastAPI:
     svc = Services(settings, engine, sessions, telemetry, exporter, jobs, IngestMetrics(registry), rollups, notifier)
     svc.limits = RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst)
     svc.tokens = TokenCache(settings.token_cache_s)
+    svc.writer = BatchWriter(svc, settings.ingest_queue_bytes)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -88,6 +90,7 @@ def create_app(settings: Settings) -> FastAPI:
         if settings.retention_interval_s > 0:
             pruner.stop()
         watchdog.stop()
+        svc.writer.stop()  # what is queued is stored first
         flush_rollups(svc)
         notifier.close()
 

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Header, HTTPException, Request
 from sqlalchemy import Engine
@@ -24,6 +24,9 @@ from server.store.rollups import RollupBuffer
 from server.store.tokens import ADMIN, TokenInfo, lookup
 from server.telemetry.exporter import IngestMetrics, MetricsExporter
 from server.telemetry.jobs import JobTracker
+
+if TYPE_CHECKING:
+    from server.api.writer import BatchWriter  # which imports the store, as this module does
 from server.telemetry.latest import Telemetry
 
 
@@ -84,6 +87,7 @@ class Services:
     tokens: TokenCache = field(default_factory=lambda: TokenCache())  # tokens recently looked up
     decided: DecisionBoard = field(default_factory=DecisionBoard)
     first_steps: FirstSteps = field(default_factory=FirstSteps)
+    writer: BatchWriter = field(init=False)  # stores ingest batches (set in create_app: it needs these)
 
 
 def services(request: Request) -> Services:
@@ -108,7 +112,7 @@ class TokenCache:
     seconds, and a database query for each was a tenth of the ingest path's time. A revoked token
     keeps working on a server for at most ``ttl_s``."""
 
-    def __init__(self, ttl_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, ttl_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl_s, self._clock = ttl_s, clock
         self._found: dict[str, tuple[float, Principal]] = {}
         self._lock = threading.Lock()

@@ -27,9 +27,7 @@ def take(svc: Services, node: str | None, now: float) -> dict[str, Any]:
     """``{"gpus": {index: [[ts, util, fb_used_mib, power_w, temp_c, xid_last], ...]}, "at": now}``"""
     gpus: dict[str, list[list[Any]]] = {}
     if node is not None:
-        for state in svc.telemetry.gpus():
-            if state.node != node:
-                continue
+        for state in svc.telemetry.gpus(node):
             recent = [s for s in svc.telemetry.recent(node, state.info.index) if s.ts >= now - SNAPSHOT_S]
             gpus[str(state.info.index)] = [
                 [s.ts, s.util_gpu, s.fb_used_mib, s.power_w, s.temp_c, s.xid_last] for s in recent

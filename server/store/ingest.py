@@ -1,4 +1,4 @@
-"""Storing one ingest batch: all of it in one transaction, or none of it.
+"""Storing one ingest batch, inside a transaction the caller holds (server/api/writer.py groups several).
 
 Idempotence has two layers. The batch id (per node) makes a retried batch a no-op, which protects
 samples and rollups, whose rows have no natural key. (node, stream, seq) on every log line and event
@@ -11,13 +11,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sqlalchemy import update
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from gpuwatch.protocol import Batch, BatchAck, Event
-from server.store.db import transaction
 from server.store.jobs import store_job_data
 from server.store.models import EventRow, IngestBatch, LogLineRow, Node
-from server.store.rollups import RollupBuffer
 from server.store.upsert import insert_ignore
 
 
@@ -31,23 +29,6 @@ class StoreResult:
 
 def _dt(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
-
-
-def ingest_batch(sessions: sessionmaker[Session], rollups: RollupBuffer, node: Node, batch: Batch) -> StoreResult:
-    """Store ``batch`` in one transaction, then fold its samples into ``rollups`` (inside that transaction
-    when the buffer flushes every batch, which makes the rollups exactly-once with the batch id)."""
-    with transaction(sessions) as session:
-        result = store_batch(session, node, batch)
-        if result.ack.duplicate:
-            return result
-        if rollups.flush_s == 0:
-            rollups.write(session, node.id, batch.samples)
-            return result
-    rollups.add(node.id, batch.samples)  # only once the batch is committed: a retried batch counts once
-    if rollups.due():
-        with transaction(sessions) as session:
-            rollups.flush(session)
-    return result
 
 
 def store_batch(session: Session, node: Node, batch: Batch) -> StoreResult:

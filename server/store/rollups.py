@@ -90,6 +90,7 @@ class RollupBuffer:
         self._pending = _Pending()
         self._last_flush = clock()
         self._seen_written: dict[tuple[str, int], float] = {}  # ("node"|"gpu", id) → ts last written
+        self._gpu_ids: dict[tuple[int, int], int] = {}  # (node id, index) → gpus.id, learnt by flushes
 
     def add(self, node_id: int, samples: Iterable[GpuSample], now: float | None = None) -> None:
         """Fold ``samples`` of ``node_id`` into the pending sums (and note the node as seen at ``now``)."""
@@ -99,7 +100,11 @@ class RollupBuffer:
 
     def write(self, session: Session, node_id: int, samples: Iterable[GpuSample]) -> int:
         """Write the rollups of ``samples`` now, in ``session``'s transaction, bypassing the buffer."""
-        return self._write(session, self._fold(node_id, samples, None))
+        try:
+            return self._write(session, self._fold(node_id, samples, None))
+        except BaseException:
+            self._gpu_ids.clear()  # GPU rows inserted by this transaction are rolled back with it
+            raise
 
     @staticmethod
     def _fold(node_id: int, samples: Iterable[GpuSample], now: float | None) -> _Pending:
@@ -184,12 +189,13 @@ class RollupBuffer:
                 with self._lock:
                     pending.merge(self._pending)
                     self._pending = pending
+                self._gpu_ids.clear()  # a GPU row may have gone (its node deleted): ask again next time
                 raise
         finally:
             self._flushing.release()
 
     def _write(self, session: Session, p: _Pending) -> int:
-        gpu_ids = self._gpu_ids(session, p)
+        gpu_ids = self._ids(session, p)
         rows = [
             {"gpu_id": gpu_ids[(node, index)], "minute": minute, **_gpu_columns(acc)}
             for (node, index, minute), acc in p.gpus.items()
@@ -208,12 +214,14 @@ class RollupBuffer:
         self._write_seen(session, Node, p.node_seen, "node")
         return len(rows)
 
-    def _gpu_ids(self, session: Session, p: _Pending) -> dict[tuple[int, int], int]:
-        nodes = {node for node, _ in p.uuids}
-        if not nodes:
-            return {}
-        found = session.execute(select(Gpu.node_id, Gpu.index, Gpu.id).where(Gpu.node_id.in_(nodes))).tuples()
-        ids = {(node, index): gpu_id for node, index, gpu_id in found}
+    def _ids(self, session: Session, p: _Pending) -> dict[tuple[int, int], int]:
+        """The GPUs' row ids; only GPUs not seen by an earlier flush are looked up (a flush of 10,000 GPUs
+        spent half its time selecting them all again)."""
+        ids = self._gpu_ids
+        nodes = {node for key in p.uuids if key not in ids for node in key[:1]}
+        if nodes:
+            found = session.execute(select(Gpu.node_id, Gpu.index, Gpu.id).where(Gpu.node_id.in_(nodes))).tuples()
+            ids.update({(node, index): gpu_id for node, index, gpu_id in found})
         for (node, index), (uuid, total) in p.uuids.items():
             if (node, index) not in ids:  # sampled before (or without) registration: learn it from the sample
                 seen = datetime.fromtimestamp(p.gpu_seen[(node, index)], UTC)

@@ -142,9 +142,10 @@ class Telemetry:
             if dropped:
                 state.dropped = dict(dropped)
 
-    def gpus(self) -> list[GpuState]:
+    def gpus(self, node: str | None = None) -> list[GpuState]:
+        """Every GPU's state (or ``node``'s GPUs'), by node and index."""
         with self._lock:
-            return [self._copy(s) for _, s in sorted(self._gpus.items())]
+            return [self._copy(s) for key, s in sorted(self._gpus.items()) if node is None or key[0] == node]
 
     def nodes(self) -> list[NodeState]:
         with self._lock:

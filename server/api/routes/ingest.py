@@ -6,18 +6,15 @@ import time
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request
-from pydantic import ValidationError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from gpuwatch.protocol import Batch, BatchAck, Event, Heartbeat, RegisterRequest, RegisterResponse
-from server.api.body import read_body, read_model, validation_error
+from gpuwatch.protocol import BatchAck, Event, Heartbeat, RegisterRequest, RegisterResponse
+from server.api.body import read_body, read_model
 from server.api.deps import NodeDep, Services, ServicesDep, own_node
-from server.api.fastdecode import decode_batch
 from server.detections import record
 from server.incidents.watch import fatal_xids, open_xid_incident
 from server.store.db import transaction
-from server.store.ingest import StoreResult, ingest_batch
 from server.store.models import Node, Run, utcnow
 from server.store.nodes import register
 from server.telemetry.exporter import IngestMetrics
@@ -98,27 +95,14 @@ def stamp_first_steps(svc: Services, runs: list[tuple[str, int, list[float]]]) -
 async def ingest(request: Request, node: NodeDep, svc: ServicesDep) -> BatchAck:
     """Store one batch atomically. A batch with any invalid item is refused whole (422) and stores
     nothing; a batch already stored is acknowledged with ``duplicate: true`` and changes nothing."""
+    svc.writer.check_room()
     raw = await read_body(request, svc.settings.max_body_bytes)
     svc.metrics.request_bytes.inc(getattr(request.state, "body_bytes", 0))
     started = time.perf_counter()
-
-    def work() -> tuple[Batch, StoreResult]:
-        try:
-            batch = decode_batch(raw)  # msgspec mirrors of the wire models (server/api/fastdecode.py)
-        except ValidationError as exc:
-            raise validation_error(exc) from None
-        result = ingest_batch(svc.sessions, svc.rollups, node, batch)
-        m = svc.metrics
-        m.duplicates.labels("log").inc(result.duplicate_logs)
-        m.duplicates.labels("event").inc(result.duplicate_events)
-        if not result.ack.duplicate:
-            svc.telemetry.add_samples(node.name, batch.samples)
-            svc.telemetry.add_ib(node.name, batch.ib)
-            svc.jobs.add_processes(node.name, batch.processes)
-            svc.jobs.add_samples(node.name, batch.samples)
-        return batch, result
-
-    batch, result = await run_in_threadpool(work)
+    batch, result = await svc.writer.submit(node, raw)  # stored with others in one transaction
+    m = svc.metrics
+    m.duplicates.labels("log").inc(result.duplicate_logs)
+    m.duplicates.labels("event").inc(result.duplicate_events)
     ack = result.ack
     svc.metrics.latency.set(time.perf_counter() - started)
     svc.metrics.batches.labels("duplicate" if ack.duplicate else "stored").inc()

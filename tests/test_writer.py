@@ -1,0 +1,126 @@
+"""The ingest writer (server/api/writer.py): batches queued together are stored in one transaction,
+a batch that fails fails alone, and a full queue refuses with 503 and Retry-After instead of growing.
+
+The writer is held by taking the SQLite writer lock it needs, so that the batches queued meanwhile
+form one group when it is let go: real SQLite, a real writer thread, no timing assumptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import pytest
+from fastapi import HTTPException
+from fastapi.exceptions import RequestValidationError
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+
+from gpuwatch.config import Settings
+from gpuwatch.protocol import Batch, GpuSample, LogLine
+from server.api.deps import Services
+from server.api.writer import BatchWriter
+from server.app import create_app
+from server.store.db import _SQLITE_WRITERS
+from server.store.models import LogLineRow, Node
+from tests.helpers import migrated_sqlite, new_token
+
+T0 = 1_800_000_000.0
+
+
+def _services(tmp_path: Path, **settings: object) -> tuple[Services, list[Node]]:
+    url = migrated_sqlite(tmp_path)
+    for name in ("a", "b", "c"):
+        new_token(url, name)
+    svc: Services = create_app(Settings(data_dir=tmp_path, database_url=url, **settings)).state.services
+    with svc.sessions() as session:
+        nodes = list(session.scalars(select(Node).order_by(Node.name)))
+        session.expunge_all()
+    return svc, nodes
+
+
+def _body(batch_id: int, lines: int = 3) -> bytes:
+    samples = [GpuSample(ts=T0 + k, gpu=0, uuid="GPU-0", util_gpu=50.0) for k in range(5)]
+    logs = [LogLine(stream="file:/train.log", seq=batch_id * lines + n, ts=T0, text=f"line {n}") for n in range(lines)]
+    return Batch(batch_id=batch_id, samples=samples, logs=logs).model_dump_json().encode()
+
+
+async def _queued_while_held(svc: Services, items: list[tuple[Node, bytes]]) -> list[object]:
+    """Submit ``items`` while the writer cannot write; let it go once all are queued; their outcomes."""
+    lock = _SQLITE_WRITERS[svc.engine]
+    lock.acquire()
+    try:
+        tasks = [asyncio.ensure_future(svc.writer.submit(node, raw)) for node, raw in items]
+        total = sum(len(raw) for _, raw in items)
+        for _ in range(1000):  # every submit has run up to its wait (no thread involved: a few loop turns)
+            if svc.writer.queued_bytes() == total:
+                break
+            await asyncio.sleep(0)
+        assert svc.writer.queued_bytes() == total
+    finally:
+        lock.release()
+    return await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def test_a_batch_failing_in_the_database_fails_alone_and_the_rest_of_its_group_is_stored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    svc, (a, b, c) = _services(tmp_path)
+    ghost = Node(id=9999, name="ghost")  # deleted while its batch waited: the claim breaks a foreign key
+    caplog.set_level(logging.WARNING, "gpuwatch.server.ingest")
+    outcomes = asyncio.run(
+        _queued_while_held(svc, [(a, _body(0)), (b, _body(0)), (ghost, _body(0)), (c, _body(0)), (c, _body(1))])
+    )
+    svc.writer.stop()
+    assert isinstance(outcomes[2], IntegrityError)
+    good = [o for n, o in enumerate(outcomes) if n != 2]
+    assert all(isinstance(o, tuple) and not o[1].ack.duplicate and o[1].ack.logs == 3 for o in good), outcomes
+    assert "storing each alone" in caplog.text  # they were one group, and it failed on the ghost's batch
+    with svc.sessions() as session:
+        per_node = dict(session.execute(select(LogLineRow.node_id, func.count()).group_by(LogLineRow.node_id)).all())
+    assert per_node == {a.id: 3, b.id: 3, c.id: 6}
+    assert {s.node for s in svc.telemetry.gpus()} == {"a", "b", "c"}  # in-memory state only for what was stored
+
+
+def test_an_invalid_batch_in_a_group_gets_its_422_and_a_replay_is_a_duplicate(tmp_path: Path) -> None:
+    svc, (a, b, _) = _services(tmp_path)
+    bad = b'{"batch_id": 1, "samples": [{"ts": 1, "gpu": -1, "uuid": "GPU-0"}]}'
+    outcomes = asyncio.run(_queued_while_held(svc, [(a, _body(0)), (b, bad), (a, _body(0)), (b, _body(1))]))
+    svc.writer.stop()
+    assert isinstance(outcomes[1], RequestValidationError)  # FastAPI's 422
+    assert [e["loc"] for e in outcomes[1].errors()] == [("body", "samples", 0, "gpu")]
+    first, replay, other = outcomes[0], outcomes[2], outcomes[3]
+    assert isinstance(first, tuple) and not first[1].ack.duplicate
+    assert isinstance(replay, tuple) and replay[1].ack.duplicate  # same batch id in the same group: once
+    assert isinstance(other, tuple) and other[1].ack.logs == 3
+
+
+def test_a_full_queue_refuses_with_503_and_retry_after_and_drops_nothing_queued(tmp_path: Path) -> None:
+    svc, (a, b, _) = _services(tmp_path)
+    body = _body(0)
+    svc.writer = BatchWriter(svc, max_queued_bytes=len(body))
+    lock = _SQLITE_WRITERS[svc.engine]
+
+    async def main() -> tuple[object, HTTPException, HTTPException]:
+        lock.acquire()
+        try:
+            first = asyncio.ensure_future(svc.writer.submit(a, body))
+            while svc.writer.queued_bytes() == 0:
+                await asyncio.sleep(0)
+            with pytest.raises(HTTPException) as refused:
+                await svc.writer.submit(b, _body(0))
+            with pytest.raises(HTTPException) as early:
+                svc.writer.check_room()  # before reading a body at all
+        finally:
+            lock.release()
+        return await first, refused.value, early.value
+
+    stored, refused, early = asyncio.run(main())
+    assert isinstance(stored, tuple) and stored[1].ack.logs == 3
+    for exc in (refused, early):
+        assert exc.status_code == 503 and exc.headers == {"Retry-After": "1"}
+        assert "queue full" in exc.detail
+    assert svc.writer.queued_bytes() == 0
+    svc.writer.check_room()  # room again once stored
+    svc.writer.stop()
