@@ -124,3 +124,19 @@ def test_a_full_queue_refuses_with_503_and_retry_after_and_drops_nothing_queued(
     assert svc.writer.queued_bytes() == 0
     svc.writer.check_room()  # room again once stored
     svc.writer.stop()
+
+
+def test_a_line_in_two_batches_of_one_group_is_stored_once_and_credited_to_the_first(tmp_path: Path) -> None:
+    svc, (a, _, _) = _services(tmp_path)
+    line = LogLine(stream="file:/train.log", seq=7, ts=T0, text="shared")  # re-batched by an agent after a crash
+    first = Batch(batch_id=0, logs=[line, LogLine(stream="file:/train.log", seq=8, ts=T0, text="x")])
+    second = Batch(batch_id=1, logs=[line, LogLine(stream="file:/train.log", seq=9, ts=T0, text="y")])
+    outcomes = asyncio.run(
+        _queued_while_held(svc, [(a, _body(5)), *((a, b.model_dump_json().encode()) for b in (first, second))])
+    )
+    svc.writer.stop()
+    acks = [o[1] for o in outcomes if isinstance(o, tuple)]
+    assert [(r.ack.logs, r.duplicate_logs) for r in acks] == [(3, 0), (2, 0), (1, 1)]
+    with svc.sessions() as session:
+        seqs = sorted(session.scalars(select(LogLineRow.seq).where(LogLineRow.node_id == a.id)))
+    assert seqs == [7, 8, 9, 15, 16, 17]

@@ -32,7 +32,7 @@ from gpuwatch.protocol import Batch
 from server.api.body import validation_error
 from server.api.fastdecode import decode_batch
 from server.store.db import transaction
-from server.store.ingest import StoreResult, store_batch
+from server.store.ingest import StoreResult, store_batches
 from server.store.models import Node
 
 if TYPE_CHECKING:
@@ -200,12 +200,12 @@ class BatchWriter:
             return
         rollups = self._svc.rollups
         with transaction(self._svc.sessions) as session:
-            results = []
-            for item in items:
-                assert item.batch is not None
-                result = store_batch(session, item.node, item.batch)
-                if rollups.flush_s == 0 and not result.ack.duplicate:
-                    rollups.write(session, item.node.id, item.batch.samples)
-                results.append(result)
+            pairs = [(item.node, item.batch) for item in items if item.batch is not None]
+            assert len(pairs) == len(items), "only decoded batches are committed"
+            results = store_batches(session, pairs)
+            if rollups.flush_s == 0:
+                for item, result in zip(items, results, strict=True):
+                    if not result.ack.duplicate and item.batch is not None:
+                        rollups.write(session, item.node.id, item.batch.samples)
         for item, result in zip(items, results, strict=True):
             item.result = result

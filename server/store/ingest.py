@@ -1,4 +1,4 @@
-"""Storing one ingest batch, inside a transaction the caller holds (server/api/writer.py groups several).
+"""Storing ingest batches, several at once, inside a transaction the caller holds (server/api/writer.py).
 
 Idempotence has two layers. The batch id (per node) makes a retried batch a no-op, which protects
 samples and rollups, whose rows have no natural key. (node, stream, seq) on every log line and event
@@ -7,6 +7,7 @@ makes each line stored once even when an agent re-batches after a crash.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -31,27 +32,34 @@ def _dt(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
 
 
-def store_batch(session: Session, node: Node, batch: Batch) -> StoreResult:
-    """Write ``batch`` for ``node`` inside the caller's transaction: everything but its samples, which
-    only feed rollups (`server.store.rollups`) and the in-memory telemetry."""
-    claim = insert_ignore(IngestBatch.__table__).returning(IngestBatch.batch_id)
-    row = {
-        "node_id": node.id,
-        "batch_id": batch.batch_id,
-        "received_at": datetime.now(UTC),
-        "samples": len(batch.samples),
-        "logs": len(batch.logs),
-        "events": len(batch.events),
-    }
-    claimed = session.execute(claim, row).first()
-    if claimed is None:
-        return StoreResult(BatchAck(batch_id=batch.batch_id, duplicate=True), len(batch.logs), len(batch.events))
-
-    logs = _insert_new(
+def store_batches(session: Session, items: Sequence[tuple[Node, Batch]]) -> list[StoreResult]:
+    """Write each (node, batch) of ``items`` inside the caller's transaction, one statement per table for
+    all of them: everything but the samples, which only feed rollups (`server.store.rollups`) and the
+    in-memory telemetry. A batch id already stored, or earlier in ``items``, is a duplicate."""
+    now = datetime.now(UTC)
+    first: dict[tuple[int, int], int] = {}  # (node id, batch id) → the index of its first item
+    for n, (node, batch) in enumerate(items):
+        first.setdefault((node.id, batch.batch_id), n)
+    claim = insert_ignore(IngestBatch.__table__).returning(IngestBatch.node_id, IngestBatch.batch_id)
+    rows = [
+        {
+            "node_id": node_id,
+            "batch_id": batch_id,
+            "received_at": now,
+            "samples": len(items[n][1].samples),
+            "logs": len(items[n][1].logs),
+            "events": len(items[n][1].events),
+        }
+        for (node_id, batch_id), n in first.items()
+    ]
+    claimed = set(session.execute(claim, rows).tuples())
+    new = [n for key, n in first.items() if key in claimed]
+    stored_logs = _insert_new(
         session,
         LogLineRow,
         [
             {"node_id": node.id, "stream": ln.stream, "seq": ln.seq, "ts": _dt(ln.ts), "text": ln.text}
+            for node, batch in (items[n] for n in new)
             for ln in batch.logs
         ],
     )
@@ -69,26 +77,40 @@ def store_batch(session: Session, node: Node, batch: Batch) -> StoreResult:
                 "message": ev.message,
                 "data": ev.data,
             }
+            for node, batch in (items[n] for n in new)
             for ev in batch.events
         ],
     )
-    store_job_data(session, node.id, batch.processes, batch.steps, batch.checkpoints)
-    if batch.dropped:
-        session.execute(update(Node).where(Node.id == node.id).values(dropped=batch.dropped))
-    new_events: list[Event] = []
-    for ev in batch.events:  # the first of the batch's events with a (stream, seq) is the one stored
-        if (ev.stream, ev.seq) in stored_events:
-            stored_events.discard((ev.stream, ev.seq))
-            new_events.append(ev)
-    ack = BatchAck(batch_id=batch.batch_id, samples=len(batch.samples), logs=len(logs), events=len(new_events))
-    return StoreResult(ack, len(batch.logs) - len(logs), len(batch.events) - len(new_events), new_events)
+    results = [
+        StoreResult(BatchAck(batch_id=batch.batch_id, duplicate=True), len(batch.logs), len(batch.events))
+        for _, batch in items
+    ]
+    for n in new:
+        node, batch = items[n]
+        store_job_data(session, node.id, batch.processes, batch.steps, batch.checkpoints)
+        if batch.dropped:
+            session.execute(update(Node).where(Node.id == node.id).values(dropped=batch.dropped))
+        # Each line stored is credited to the first batch that carries it (an agent may re-batch).
+        logs = 0
+        for ln in batch.logs:
+            if (node.id, ln.stream, ln.seq) in stored_logs:
+                stored_logs.discard((node.id, ln.stream, ln.seq))
+                logs += 1
+        new_events: list[Event] = []
+        for ev in batch.events:
+            if (node.id, ev.stream, ev.seq) in stored_events:
+                stored_events.discard((node.id, ev.stream, ev.seq))
+                new_events.append(ev)
+        ack = BatchAck(batch_id=batch.batch_id, samples=len(batch.samples), logs=logs, events=len(new_events))
+        results[n] = StoreResult(ack, len(batch.logs) - logs, len(batch.events) - len(new_events), new_events)
+    return results
 
 
 def _insert_new(
     session: Session, model: type[LogLineRow] | type[EventRow], rows: list[dict[str, object]]
-) -> set[tuple[str, int]]:
-    """Insert rows whose (node, stream, seq) is not stored yet; return the (stream, seq) of those."""
+) -> set[tuple[int, str, int]]:
+    """Insert rows whose (node, stream, seq) is not stored yet; return the (node, stream, seq) of those."""
     if not rows:
         return set()
-    stmt = insert_ignore(model.__table__).returning(model.stream, model.seq)
-    return {(stream, seq) for stream, seq in session.execute(stmt, rows).tuples()}
+    stmt = insert_ignore(model.__table__).returning(model.node_id, model.stream, model.seq)
+    return set(session.execute(stmt, rows).tuples())
