@@ -174,6 +174,7 @@ class BatchWriter:
                     self._commit([item])
                 except Exception as exc:
                     item.error = exc
+        self._count([item.result for item in valid if item.result is not None])
         rollups = svc.rollups
         for item in valid:
             if item.result is None or item.result.ack.duplicate:
@@ -193,6 +194,19 @@ class BatchWriter:
                     rollups.flush(session)
             except Exception:
                 log.exception("rollup flush failed; kept for the next one")
+
+    def _count(self, results: list[StoreResult]) -> None:
+        """The group in the ingest counters: once a group, not once a request (a tenth of an empty
+        batch's cost was prometheus-client's label lookups)."""
+        m = self._svc.metrics
+        stored = [r.ack for r in results if not r.ack.duplicate]
+        m.batches.labels("stored").inc(len(stored))
+        m.batches.labels("duplicate").inc(len(results) - len(stored))
+        m.items.labels("sample").inc(sum(a.samples for a in stored))
+        m.items.labels("log").inc(sum(a.logs for a in stored))
+        m.items.labels("event").inc(sum(a.events for a in stored))
+        m.duplicates.labels("log").inc(sum(r.duplicate_logs for r in results))
+        m.duplicates.labels("event").inc(sum(r.duplicate_events for r in results))
 
     def _commit(self, items: list[_Item]) -> None:
         """Store ``items`` in one transaction (their rollups too, when they are written per batch)."""

@@ -100,16 +100,9 @@ async def ingest(request: Request, node: NodeDep, svc: ServicesDep) -> BatchAck:
     svc.metrics.request_bytes.inc(getattr(request.state, "body_bytes", 0))
     started = time.perf_counter()
     batch, result = await svc.writer.submit(node, raw)  # stored with others in one transaction
-    m = svc.metrics
-    m.duplicates.labels("log").inc(result.duplicate_logs)
-    m.duplicates.labels("event").inc(result.duplicate_events)
-    ack = result.ack
+    ack = result.ack  # the writer counted it in the ingest metrics, with the rest of its group
     svc.metrics.latency.set(time.perf_counter() - started)
-    svc.metrics.batches.labels("duplicate" if ack.duplicate else "stored").inc()
     if not ack.duplicate:
-        svc.metrics.items.labels("sample").inc(ack.samples)
-        svc.metrics.items.labels("log").inc(ack.logs)
-        svc.metrics.items.labels("event").inc(ack.events)
         _count_xids(svc.metrics, node.name, result.new_events)
         jobs = svc.jobs
         if batch.checkpoints:
