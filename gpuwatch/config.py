@@ -50,7 +50,7 @@ class Settings(BaseSettings):
         default=60.0, ge=0, description="a token checked is trusted this long without a lookup (revocation delay)"
     )
     ingest_queue_bytes: int = Field(
-        default=8 * 2**20,
+        default=32 * 2**20,
         ge=1,
         description="ingest bodies waiting to be stored, at most; past it a batch gets 503 with Retry-After",
     )
