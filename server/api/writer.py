@@ -145,7 +145,7 @@ class BatchWriter:
                 group.append(item)
             try:
                 self._store(group)
-            except Exception as exc:
+            except Exception as exc:  # whatever it was, every request gets an answer
                 log.exception("ingest writer: storing a group of %d batches failed", len(group))
                 for item in group:
                     if item.error is None and item.result is None:
@@ -169,7 +169,7 @@ class BatchWriter:
                 item.error = validation_error(exc)
         try:
             self._commit(valid)
-        except Exception:
+        except Exception:  # retried one by one below, which finds the batch at fault
             for item in valid:
                 item.result = None
             if len(valid) > 1:
@@ -177,7 +177,7 @@ class BatchWriter:
             for item in valid:
                 try:
                     self._commit([item])
-                except Exception as exc:
+                except Exception as exc:  # this batch's own error, for its own request
                     item.error = exc
         self._count([item.result for item in valid if item.result is not None])
         rollups = svc.rollups
