@@ -24,10 +24,10 @@ from server.store.rollups import RollupBuffer
 from server.store.tokens import ADMIN, TokenInfo, lookup
 from server.telemetry.exporter import IngestMetrics, MetricsExporter
 from server.telemetry.jobs import JobTracker
+from server.telemetry.latest import Telemetry
 
 if TYPE_CHECKING:
     from server.api.writer import BatchWriter  # which imports the store, as this module does
-from server.telemetry.latest import Telemetry
 
 
 class DecisionBoard:

@@ -29,7 +29,7 @@ import contextlib
 import logging
 import queue
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fastapi import HTTPException
@@ -59,7 +59,7 @@ class _Item:
     future: asyncio.Future[tuple[Batch, StoreResult]]
     batch: Batch | None = None
     result: StoreResult | None = None
-    error: BaseException | None = field(default=None)
+    error: BaseException | None = None
 
 
 def _settle(item: _Item) -> None:
@@ -172,16 +172,16 @@ class BatchWriter:
                 item.error = validation_error(exc)
         try:
             self._commit(valid)
-        except Exception:  # retried one by one below, which finds the batch at fault
-            for item in valid:
-                item.result = None
-            if len(valid) > 1:
+        except Exception as exc:  # alone, the batch is at fault; in a group, each alone finds which
+            if len(valid) == 1:
+                valid[0].error = exc
+            else:
                 log.warning("ingest writer: a group of %d batches failed; storing each alone", len(valid))
-            for item in valid:
-                try:
-                    self._commit([item])
-                except Exception as exc:  # this batch's own error, for its own request
-                    item.error = exc
+                for item in valid:
+                    try:
+                        self._commit([item])
+                    except Exception as one:  # this batch's own error, for its own request
+                        item.error = one
         self._count([item.result for item in valid if item.result is not None])
         rollups = svc.rollups
         for item in valid:
@@ -221,13 +221,13 @@ class BatchWriter:
         if not items:
             return
         rollups = self._svc.rollups
+        pairs = [(item.node, item.batch) for item in items if item.batch is not None]
+        assert len(pairs) == len(items), "only decoded batches are committed"
         with transaction(self._svc.sessions) as session:
-            pairs = [(item.node, item.batch) for item in items if item.batch is not None]
-            assert len(pairs) == len(items), "only decoded batches are committed"
             results = store_batches(session, pairs)
             if rollups.flush_s == 0:
-                for item, result in zip(items, results, strict=True):
-                    if not result.ack.duplicate and item.batch is not None:
-                        rollups.write(session, item.node.id, item.batch.samples)
+                for (node, batch), result in zip(pairs, results, strict=True):
+                    if not result.ack.duplicate:
+                        rollups.write(session, node.id, batch.samples)
         for item, result in zip(items, results, strict=True):
             item.result = result

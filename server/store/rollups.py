@@ -218,7 +218,7 @@ class RollupBuffer:
         """The GPUs' row ids; only GPUs not seen by an earlier flush are looked up (a flush of 10,000 GPUs
         spent half its time selecting them all again)."""
         ids = self._gpu_ids
-        nodes = {node for key in p.uuids if key not in ids for node in key[:1]}
+        nodes = {node for node, index in p.uuids if (node, index) not in ids}
         if nodes:
             found = session.execute(select(Gpu.node_id, Gpu.index, Gpu.id).where(Gpu.node_id.in_(nodes))).tuples()
             ids.update({(node, index): gpu_id for node, index, gpu_id in found})
