@@ -28,11 +28,13 @@ from gpuwatch.protocol import (
     ClientReport,
     Event,
     GpuSample,
+    GpuSeries,
     IbPortSample,
     JobProcess,
     LogLine,
     RegisterRequest,
     StepReport,
+    to_series,
 )
 
 log = logging.getLogger("gpuwatch.agent")
@@ -150,7 +152,7 @@ class Agent:
             batch_ib, ib = ib[:take], ib[take:]
             batch = Batch(
                 batch_id=self.spool.next_batch_id(),
-                samples=samples,
+                series=to_series(samples, GpuSeries),
                 logs=logs,
                 events=events,
                 processes=batch_procs,

@@ -14,7 +14,7 @@ import httpx
 
 from agent.spool import Spool, SpoolItem
 from gpuwatch import __version__
-from gpuwatch.protocol import Heartbeat, RegisterRequest
+from gpuwatch.protocol import PROTOCOL_VERSION, Heartbeat, RegisterRequest, RegisterResponse
 
 log = logging.getLogger("gpuwatch.agent.shipper")
 
@@ -137,8 +137,14 @@ class Shipper:
         assert self._registration is not None
         resp = self.client.register(self._registration())
         _check(resp, "registration")
+        answer = RegisterResponse.model_validate_json(resp.content)
+        if answer.protocol < PROTOCOL_VERSION:  # it would refuse every batch: keep them until it is upgraded
+            raise _Retry(
+                f"the server reads batches up to protocol {answer.protocol}, this agent sends {PROTOCOL_VERSION}: "
+                "upgrade the server (batches stay spooled meanwhile)"
+            )
         self.registered = True
-        log.info("registered with the server as %s", resp.json().get("node"))
+        log.info("registered with the server as %s", answer.node)
 
     def _send(self, item: SpoolItem) -> None:
         resp = self.client.send_batch(item.read())

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuwatch.protocol import Batch
+from gpuwatch.protocol import Batch, sample_count
 
 log = logging.getLogger("gpuwatch.agent.spool")
 
@@ -71,7 +71,7 @@ class Spool:
     def put_batch(self, batch: Batch) -> None:
         """Durably queue ``batch`` (gzipped, as the server's ingest endpoint takes it)."""
         body = gzip.compress(batch.model_dump_json(exclude_none=True).encode(), compresslevel=5)
-        counts = {"samples": len(batch.samples), "logs": len(batch.logs), "events": len(batch.events)}
+        counts = {"samples": sample_count(batch), "logs": len(batch.logs), "events": len(batch.events)}
         self.put(batch.batch_id, body, {**counts, "steps": len(batch.steps)})
 
     def put(self, batch_id: int, body: bytes, counts: dict[str, int]) -> None:

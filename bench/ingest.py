@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.collectors.simulated import SimulatedCollector  # noqa: E402
-from gpuwatch.protocol import Batch, RegisterRequest  # noqa: E402
+from gpuwatch.protocol import PROTOCOL_VERSION, SERIES_COLUMNS, Batch, RegisterRequest  # noqa: E402
 from server.store.db import make_engine, make_sessionmaker, transaction  # noqa: E402
 from server.store.migrate import upgrade  # noqa: E402
 from server.store.nodes import create_token  # noqa: E402
@@ -67,6 +67,7 @@ class Load:
     flush: float
     duration: float
     warmup: float
+    protocol: int = PROTOCOL_VERSION  # 1: samples as rows; 2: column by column (series)
 
     @property
     def offered(self) -> float:
@@ -140,23 +141,39 @@ class _Conn:
             self._streams = None
 
 
+def _series(templates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The templates column by column, as protocol 2 sends them: one series per GPU."""
+    runs: dict[int, list[dict[str, Any]]] = {}
+    for d in templates:
+        runs.setdefault(d["gpu"], []).append(d)
+    out = []
+    for run in runs.values():
+        series = {k: run[0][k] for k in ("gpu", "uuid", "job", "rank")}
+        series |= {name: [d.get(name) for d in run] for name in SERIES_COLUMNS if name in run[0]}
+        series["processes"] = run[-1].get("processes")
+        out.append(series)
+    return out
+
+
 def _payloads(templates: list[dict[str, Any]], index: int, load: Load, start: float) -> Iterator[tuple[float, bytes]]:
     """A node's batches, gzipped as the agent sends them, with the times they are due."""
+    series = _series(templates) if load.protocol >= 2 else []
     offsets = [d["ts"] for d in templates]
     t = start + (index % 97) / 97 * load.flush  # nodes' flushes spread over the interval
     batch_id = seq = events = 0
     while t < start + load.duration:
         base = t - load.flush
-        for d, off in zip(templates, offsets, strict=True):
-            d["ts"] = base + off
-        body: dict[str, Any] = {
-            "batch_id": batch_id,
-            "samples": templates,
-            "logs": [
-                {"stream": "file:/train.log", "seq": seq + n, "ts": t, "text": f"step {seq + n} loss=2.{n:03d}"}
-                for n in range(LINES_PER_BATCH)
-            ],
-        }
+        body: dict[str, Any] = {"version": load.protocol, "batch_id": batch_id}
+        if series:
+            body["series"] = [{**s, "ts": [base + off for off in s["ts"]]} for s in series]
+        else:
+            for d, off in zip(templates, offsets, strict=True):
+                d["ts"] = base + off
+            body["samples"] = templates
+        body["logs"] = [
+            {"stream": "file:/train.log", "seq": seq + n, "ts": t, "text": f"step {seq + n} loss=2.{n:03d}"}
+            for n in range(LINES_PER_BATCH)
+        ]
         if batch_id % EVENT_EVERY == 0:
             body["events"] = [{"stream": "gpu:nvml", "seq": events, "ts": t, "kind": "bench", "message": "ok"}]
             events += 1
@@ -413,18 +430,26 @@ def serve_reference(port: int) -> None:
 
 def compare_parsers(load: Load, repeat: int = 200) -> None:
     """The same batch body (one node's flush interval) through each way of validating it, per sample."""
-    from server.api.fastdecode import decode_batch
+    from server.api.fastdecode import decode_batch, decode_wire
 
     samples = [{**d, "ts": 1.8e9 + d["ts"]} for d in _templates("node-00000", 0, load)]
     body = msgspec.json.encode({"batch_id": 1, "samples": samples})
+    columns = msgspec.json.encode({"version": 2, "batch_id": 1, "series": _series(samples)})
     n = len(samples)
     ways = {
-        "pydantic Batch.model_validate_json (the old path)": lambda: Batch.model_validate_json(body),
-        "json.loads + Batch.model_validate": lambda: Batch.model_validate(json.loads(body)),
-        "msgspec mirror (server/api/fastdecode.py)": lambda: decode_batch(body),
-        "json.loads only (no validation)": lambda: json.loads(body),
+        "rows: pydantic Batch.model_validate_json (the old path)": lambda: Batch.model_validate_json(body),
+        "rows: json.loads + Batch.model_validate": lambda: Batch.model_validate(json.loads(body)),
+        "rows: msgspec mirror (server/api/fastdecode.py)": lambda: decode_wire(body),
+        "rows: msgspec mirror, then turned into series (protocol 1 today)": lambda: decode_batch(body),
+        "rows: json.loads only (no validation)": lambda: json.loads(body),
+        "series: pydantic Batch.model_validate_json": lambda: Batch.model_validate_json(columns),
+        "series: msgspec mirror (protocol 2 today)": lambda: decode_batch(columns),
+        "series: json.loads only (no validation)": lambda: json.loads(columns),
     }
-    print(f"one batch of {n} samples, {len(body):,} bytes of JSON; median of {repeat}")
+    print(
+        f"one batch of {n} samples: {len(body):,} bytes of JSON as rows ({len(gzip.compress(body, 1)):,} gzipped), "
+        f"{len(columns):,} as series ({len(gzip.compress(columns, 1)):,}); median of {repeat}"
+    )
     base = None
     for label, fn in ways.items():
         times = []
@@ -446,6 +471,9 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--warmup", type=float, default=15.0)
     ap.add_argument("--procs", type=int, default=2, help="load-generator processes")
+    ap.add_argument(
+        "--protocol", type=int, choices=[1, 2], default=PROTOCOL_VERSION, help="1: samples as rows; 2: as series"
+    )
     ap.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
     ap.add_argument("--no-reference", action="store_true")
     ap.add_argument("--check", action="store_true", help="read back every line and event sent")
@@ -465,7 +493,7 @@ def main() -> None:
     if args.serve_reference:
         serve_reference(args.serve_reference)
         return
-    load = Load(args.nodes, args.gpus, args.hz, args.flush, args.duration, args.warmup)
+    load = Load(args.nodes, args.gpus, args.hz, args.flush, args.duration, args.warmup, args.protocol)
     if args.parsers:
         compare_parsers(load)
         return

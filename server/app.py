@@ -15,8 +15,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpuwatch import __version__
 from gpuwatch.config import Settings
-from gpuwatch.protocol import GpuInfo
+from gpuwatch.protocol import GpuInfo, GpuSample
 from server.api.deps import ReadAccess, Services, TokenCache
+from server.api.fastdecode import mirror
 from server.api.limits import RateLimiter
 from server.api.routes import admin, health, ingest, read, recovery, reports, runs
 from server.api.writer import BatchWriter
@@ -45,7 +46,7 @@ def create_app(settings: Settings) -> FastAPI:
     engine = make_engine(url, settings.db_busy_timeout_ms)
     check_schema(engine, url)
     sessions = make_sessionmaker(engine)
-    telemetry = Telemetry(settings.ring_size)
+    telemetry = Telemetry(settings.ring_size, sample_type=mirror(GpuSample))
     _load_inventory(sessions, telemetry)
     registry = CollectorRegistry()
     jobs = JobTracker(

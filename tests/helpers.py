@@ -11,13 +11,14 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 import pytest
 import uvicorn
 
 from gpuwatch.config import Settings
+from gpuwatch.protocol import GpuSample, GpuSeries, to_series
 from server.app import create_app
 from server.store.db import make_engine, make_sessionmaker, transaction
 from server.store.migrate import upgrade
@@ -155,3 +156,8 @@ def start_server(data_dir: Path, port: int, log: Path, extra_env: dict[str, str]
 
     wait_until(ready, timeout=30, what="the server's /readyz")
     return proc
+
+
+def add_samples(target: Any, node: str, samples: list[GpuSample], **kwargs: Any) -> None:
+    """Feed ``samples`` to a `Telemetry` or `JobTracker`, as series (what the ingest path hands them)."""
+    target.add_series(node, to_series(samples, GpuSeries), **kwargs)

@@ -11,7 +11,7 @@ from gpuwatch.protocol import GpuInfo, GpuSample
 from gpuwatch.taxonomy import REASONS
 from server.telemetry.exporter import MetricsExporter
 from server.telemetry.latest import Telemetry
-from tests.helpers import InProcessServer
+from tests.helpers import InProcessServer, add_samples
 
 
 class Clock:
@@ -34,12 +34,12 @@ def test_silent_gpu_stops_being_exported_but_its_age_grows() -> None:
     clock = Clock(1_000.0)
     t = Telemetry()
     t.set_inventory("n1", [GpuInfo(index=i, uuid=f"GPU-{i}", name="NVIDIA H100 80GB HBM3") for i in range(2)])
-    t.add_samples("n1", [GpuSample(ts=999.0, gpu=i, uuid=f"GPU-{i}", util_gpu=97.0) for i in range(2)], now=1_000.0)
+    add_samples(t, "n1", [GpuSample(ts=999.0, gpu=i, uuid=f"GPU-{i}", util_gpu=97.0) for i in range(2)], now=1_000.0)
     t.touch("n1", now=1_000.0)
     assert _render(t, clock).count("DCGM_FI_DEV_GPU_UTIL{") == 2
 
     clock.now = 1_020.0  # GPU 0 keeps reporting, GPU 1 has gone silent
-    t.add_samples("n1", [GpuSample(ts=1_019.0, gpu=0, uuid="GPU-0", util_gpu=95.0)], now=1_020.0)
+    add_samples(t, "n1", [GpuSample(ts=1_019.0, gpu=0, uuid="GPU-0", util_gpu=95.0)], now=1_020.0)
     t.touch("n1", now=1_020.0)
     clock.now = 1_045.0
     text = _render(t, clock)
@@ -57,7 +57,8 @@ def test_silent_gpu_stops_being_exported_but_its_age_grows() -> None:
 def test_node_down_after_timeout_and_counters_keep_dcgm_names() -> None:
     clock = Clock(2_000.0)
     t = Telemetry()
-    t.add_samples(
+    add_samples(
+        t,
         "n1",
         [
             GpuSample(

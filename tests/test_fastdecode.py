@@ -23,14 +23,16 @@ from gpuwatch.protocol import (
     Event,
     GpuProcess,
     GpuSample,
+    GpuSeries,
     IbPortSample,
     JobProcess,
     LogLine,
     StepReport,
+    to_series,
 )
-from server.api.fastdecode import decode_batch, mirror
+from server.api.fastdecode import decode_batch, decode_wire, mirror
 
-MODELS = [Batch, GpuSample, LogLine, Event, JobProcess, StepReport, CheckpointReport, IbPortSample]
+MODELS = [Batch, GpuSample, GpuSeries, LogLine, Event, JobProcess, StepReport, CheckpointReport, IbPortSample]
 
 
 def _valid() -> dict[str, Any]:
@@ -41,6 +43,7 @@ def _valid() -> dict[str, Any]:
         Batch(
             batch_id=7,
             samples=[sample, sample.model_copy(update={"gpu": 4, "processes": [GpuProcess(pid=5, used_memory_mib=2)]})],
+            series=to_series([sample, sample.model_copy(update={"ts": 1.7e9 + 1, "util_gpu": None})], GpuSeries),
             logs=[LogLine(stream="file:/a.log", seq=1, ts=1.7e9, text="step 1")],
             events=[Event(stream="kmsg", seq=2, ts=1.7e9, kind="xid", gpu=0, data={"xid": 79, "nested": [1, {}]})],
             processes=[JobProcess(job="j", pid=10, rank=1)],
@@ -75,14 +78,14 @@ def test_mirrors_have_the_models_fields_and_defaults(model: type[BaseModel]) -> 
 
 
 def _same(raw: bytes) -> None:
-    """decode_batch and pydantic agree on ``raw``: both refuse it, or both give the same values."""
+    """decode_wire and pydantic agree on ``raw``: both refuse it, or both give the same values."""
     try:
         want = Batch.model_validate_json(raw).model_dump()
     except ValidationError:
         with pytest.raises(ValidationError):
-            decode_batch(raw)
+            decode_wire(raw)
         return
-    assert msgspec.to_builtins(decode_batch(raw)) == json.loads(json.dumps(want))
+    assert msgspec.to_builtins(decode_wire(raw)) == json.loads(json.dumps(want))
 
 
 def test_a_valid_batch_decodes_to_the_same_values() -> None:
@@ -122,6 +125,14 @@ PATHS = [
     ("dropped",),
     ("samples",),
     ("logs", 0),
+    ("series", 0, "ts"),
+    ("series", 0, "ts", 1),
+    ("series", 0, "util_gpu"),
+    ("series", 0, "util_gpu", 0),
+    ("series", 0, "temp_c", 1),
+    ("series", 0, "processes"),
+    ("series", 0, "job"),
+    ("series",),
 ]
 
 
@@ -155,3 +166,35 @@ def test_integers_past_64_bits_are_refused() -> None:
         with pytest.raises(ValidationError):
             decode_batch(raw)
     assert decode_batch(b'{"batch_id": 9223372036854775807}').batch_id == 2**63 - 1
+
+
+def test_protocol_1_samples_become_series_in_time_order() -> None:
+    """The ingest path reads only series: a batch of rows is turned into one series per GPU and owner."""
+    rows = [
+        GpuSample(ts=1.7e9 + t, gpu=g, uuid=f"GPU-{g}", util_gpu=float(t), job="j" if t < 2 else None)
+        for t in (1, 0, 2)
+        for g in (0, 1)
+    ]
+    batch = decode_batch(Batch(batch_id=1, samples=rows).model_dump_json().encode())
+    assert batch.samples == []
+    got = {(s.gpu, s.job): (s.ts, s.util_gpu, s.power_w) for s in batch.series}
+    assert got == {
+        (0, "j"): ([1.7e9, 1.7e9 + 1], [0.0, 1.0], None),
+        (1, "j"): ([1.7e9, 1.7e9 + 1], [0.0, 1.0], None),
+        (0, None): ([1.7e9 + 2], [2.0], None),
+        (1, None): ([1.7e9 + 2], [2.0], None),
+    }
+
+
+def test_a_series_out_of_time_order_is_sorted_column_by_column() -> None:
+    body = {"batch_id": 1, "series": [{"gpu": 0, "uuid": "GPU-0", "ts": [3, 1, 2], "util_gpu": [30, 10, None]}]}
+    (series,) = decode_batch(json.dumps(body).encode()).series
+    assert (series.ts, series.util_gpu) == ([1.0, 2.0, 3.0], [10.0, None, 30.0])
+
+
+def test_a_column_longer_or_shorter_than_ts_is_refused() -> None:
+    for util in ([1.0], [1.0, 2.0, 3.0]):
+        body = {"batch_id": 1, "series": [{"gpu": 0, "uuid": "GPU-0", "ts": [1, 2], "util_gpu": util}]}
+        with pytest.raises(ValidationError) as err:
+            decode_batch(json.dumps(body).encode())
+        assert err.value.errors()[0]["loc"] == ("series", 0, "util_gpu")

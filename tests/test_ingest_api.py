@@ -12,9 +12,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
-from gpuwatch.protocol import Batch, Event, GpuInfo, GpuSample, LogLine, RegisterRequest
+from gpuwatch.protocol import Batch, Event, GpuInfo, GpuSample, GpuSeries, LogLine, RegisterRequest, to_series
 from server.app import flush_rollups
-from server.store.models import EventRow, GpuRollup, LogLineRow
+from server.store.models import EventRow, Gpu, GpuRollup, LogLineRow, Node
 from tests.helpers import InProcessServer, new_token, wait_until
 
 
@@ -254,3 +254,76 @@ def test_health_and_readiness(live_server: InProcessServer) -> None:
     assert httpx.get(f"{live_server.url}/healthz").json() == {"status": "ok"}
     assert httpx.get(f"{live_server.url}/readyz").json() == {"status": "ready"}
     assert httpx.get(f"{live_server.url}/docs").status_code == 200
+
+
+def test_series_and_rows_of_the_same_samples_store_the_same(live_server: InProcessServer, node: httpx.Client) -> None:
+    """Protocol 2's columns and protocol 1's rows are two spellings of one thing: same acks, same rollups,
+    same latest sample. Two GPUs, a job ending half-way and a minute boundary in the middle."""
+    url = live_server.services.settings.effective_database_url
+    other = httpx.Client(base_url=live_server.url, headers={"Authorization": f"Bearer {new_token(url, 'node-b')}"})
+    start = (time.time() // 60 - 1) * 60 - 2  # two seconds before a minute boundary
+    rows = [
+        GpuSample(
+            ts=start + k * 0.5,
+            gpu=g,
+            uuid=f"GPU-{g}",
+            util_gpu=None if k == 3 else float(10 * k),
+            power_w=100.0 + k,
+            temp_c=40.0 + k,
+            fb_used_mib=1000.0 * g,
+            period_s=0.5,
+            job="train" if k < 6 else None,
+            rank=g if k < 6 else None,
+        )
+        for k in range(10)
+        for g in range(2)
+    ]
+    as_rows = Batch(batch_id=1, samples=rows)
+    theirs = [r.model_copy(update={"uuid": f"B-{r.uuid}"}) for r in rows]  # a GPU's uuid is unique
+    as_series = Batch(batch_id=1, series=to_series(theirs, GpuSeries))
+    try:
+        acks = [_post(node, as_rows, gz=True).json(), _post(other, as_series, gz=True).json()]
+        gpus = other.get("/api/v1/gpus").json()
+    finally:
+        other.close()
+    assert acks[0] == acks[1] == {"batch_id": 1, "duplicate": False, "samples": 20, "logs": 0, "events": 0}
+    flush_rollups(live_server.services)
+    with live_server.services.sessions() as s:
+        stored = s.execute(
+            select(Node.name, Gpu.index, GpuRollup)
+            .select_from(GpuRollup)
+            .join(Gpu, Gpu.id == GpuRollup.gpu_id)
+            .join(Node, Node.id == Gpu.node_id)
+        ).all()
+    by_node: dict[str, set[tuple]] = {"node-a": set(), "node-b": set()}
+    for name, index, r in stored:
+        by_node[name].add(
+            (
+                index,
+                r.minute,
+                r.samples,
+                r.util_sum,
+                r.util_max,
+                r.power_sum_w,
+                r.gpu_seconds,
+                r.idle_seconds,
+                r.unallocated_seconds,
+                r.energy_j,
+                r.fb_used_max_mib,
+                r.temp_max_c,
+            )
+        )
+    assert len(by_node["node-a"]) == 4  # two GPUs, two minutes
+    assert by_node["node-a"] == by_node["node-b"]
+    latest = {(g["node"], g["index"]): g["sample"] for g in gpus}
+    assert latest[("node-a", 1)] == {**latest[("node-b", 1)], "uuid": "GPU-1"}
+    assert latest[("node-b", 1)]["ts"] == start + 4.5 and latest[("node-b", 1)]["job"] is None
+
+
+def test_a_series_column_of_the_wrong_length_is_refused_whole(live_server: InProcessServer, node: httpx.Client) -> None:
+    body = json.loads(_batch(1).model_dump_json())
+    body["series"] = [{"gpu": 0, "uuid": "GPU-0", "ts": [time.time(), time.time() + 1], "util_gpu": [50.0]}]
+    resp = _post(node, json.dumps(body).encode())
+    assert resp.status_code == 422, resp.text
+    assert ["body", "series", 0, "util_gpu"] in [e["loc"] for e in resp.json()["detail"]]
+    assert _count(live_server, LogLineRow) == 0

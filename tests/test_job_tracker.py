@@ -7,6 +7,7 @@ import pytest
 
 from gpuwatch.protocol import GpuSample, JobProcess, StepReport
 from server.telemetry.jobs import JobTracker
+from tests.helpers import add_samples
 
 
 class Clock:
@@ -70,11 +71,11 @@ def test_hang_needs_both_no_progress_and_idle_gpus() -> None:
     t.add_processes("n1", [JobProcess(job="j", pid=1, rank=0, hang_timeout_s=5)])
     t.add_steps("n1", [_step(0, 0, clock.now, 1.0, 0.1)])
     busy = GpuSample(ts=clock.now, gpu=0, uuid="GPU-0", util_gpu=97.0, job="j", rank=0, period_s=1.0)
-    t.add_samples("n1", [busy])
+    add_samples(t, "n1", [busy])
     clock.now += 6
-    t.add_samples("n1", [busy.model_copy(update={"ts": clock.now})])
+    add_samples(t, "n1", [busy.model_copy(update={"ts": clock.now})])
     assert t.check_hangs() == [], "a long step on a busy GPU is progress"
-    t.add_samples("n1", [busy.model_copy(update={"ts": clock.now + 0.5, "util_gpu": 0.0})])
+    add_samples(t, "n1", [busy.model_copy(update={"ts": clock.now + 0.5, "util_gpu": 0.0})])
     [hang] = t.check_hangs()
     assert hang.kind == "hang" and hang.job == "j" and hang.data["timeout_s"] == 5
     assert t.check_hangs() == [], "reported once per stall"
@@ -91,9 +92,9 @@ def test_gpu_samples_that_stopped_arriving_are_no_evidence_of_a_hang() -> None:
     for job in ("unheard", "idle"):
         t.add_steps("n1", [_step(0, 0, clock.now, 1.0, 0.1, job=job)])
     idle = GpuSample(ts=clock.now, gpu=0, uuid="GPU-0", util_gpu=0.0, job="unheard", rank=0, period_s=1.0)
-    t.add_samples("n1", [idle])
+    add_samples(t, "n1", [idle])
     clock.now += 11  # past the default hang timeout (10 s); "unheard"'s last sample is as old
-    t.add_samples("n1", [idle.model_copy(update={"ts": clock.now, "gpu": 1, "uuid": "GPU-1", "job": "idle"})])
+    add_samples(t, "n1", [idle.model_copy(update={"ts": clock.now, "gpu": 1, "uuid": "GPU-1", "job": "idle"})])
     assert [hang.job for hang in t.check_hangs()] == ["idle"]
 
 
@@ -108,7 +109,7 @@ def test_steps_redone_after_a_restart_are_progress() -> None:
     for n in range(5, 12):  # the restarted run, on idle-looking GPUs, every second
         clock.now += 1
         t.add_steps("n1", [_step(0, n, clock.now, 1.0, 0.1)])
-        t.add_samples("n1", [idle.model_copy(update={"ts": clock.now})])
+        add_samples(t, "n1", [idle.model_copy(update={"ts": clock.now})])
         assert t.check_hangs() == []
     summary = t.summary("j")
     assert summary is not None and summary.ranks[0].last_step == 11
@@ -132,7 +133,8 @@ def test_summary_rates_and_gpu_accounting() -> None:
     t = _tracker(clock)
     for n in range(10):
         t.add_steps("n1", [_step(0, n, clock.now + n, 1.0, 0.25)])
-        t.add_samples(
+        add_samples(
+            t,
             "n1",
             [
                 GpuSample(

@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, select, text
 from sqlalchemy.exc import DBAPIError
 
 from gpuwatch.config import Settings
-from gpuwatch.protocol import Batch, GpuSample
+from gpuwatch.protocol import Batch, GpuSample, GpuSeries, to_series
 from server.app import flush_rollups
 from server.store.db import make_engine, make_sessionmaker, transaction
 from server.store.models import Node
@@ -113,7 +113,7 @@ def test_a_failed_flush_loses_nothing_and_last_seen_compares_in_sql(tmp_path: Pa
         node_id = node.id
     buffer = RollupBuffer(3600)
     now = time.time()
-    buffer.add(node_id, _batches()[0].samples, now=now)
+    buffer.add(node_id, to_series(_batches()[0].samples, GpuSeries), now=now)
 
     other = make_sessionmaker(make_engine(migrated_sqlite(tmp_path / "other")))  # the node is not in that one
     with pytest.raises(DBAPIError), transaction(other) as session:

@@ -8,6 +8,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -328,3 +329,58 @@ def test_an_unexpected_error_backs_off_instead_of_killing_the_shipper(tmp_path: 
     shipper = Shipper(Broken("http://127.0.0.1:9", "t"), spool, lambda: RegisterRequest(hostname="h"))
     shipper.step()  # must not raise
     assert shipper.backoff.failures == 1 and not shipper.registered
+
+
+class _OldServer:
+    """A server of protocol 1 on loopback: its registration answer has no ``protocol``; it notes every path
+    posted to."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        old = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                old.paths.append(self.path)
+                body = json.dumps({"node": "node-a", "server_time": time.time()}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_shipper_keeps_batches_spooled_for_a_server_older_than_its_protocol(
+    spool: Spool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A protocol-1 server would refuse (422) every batch of series: the agent says to upgrade the server
+    and keeps them, rather than have them moved aside as rejected."""
+    _spool_batch(spool, _batch(1))
+    before = spool.stats()
+    old = _OldServer()
+    client = ServerClient(old.url, "gwn_token")
+    try:
+        shipper = Shipper(client, spool, _registration, backoff=Backoff(rng=random.Random(0)))
+        delays = [shipper.step() for _ in range(3)]
+    finally:
+        client.close()
+        old.stop()
+    assert all(d > 0 for d in delays)
+    assert not shipper.registered
+    assert old.paths == ["/api/v1/nodes/register"] * 3  # never a batch
+    assert spool.stats() == before
+    assert not list((spool.directory / "rejected").iterdir())
+    assert "upgrade the server" in caplog.text

@@ -13,13 +13,14 @@ The ingest path then reads the mirrors' attributes, which have the wire models' 
 from __future__ import annotations
 
 import types
+from itertools import pairwise
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import annotated_types as at
 import msgspec
 from pydantic import BaseModel, ValidationError
 
-from gpuwatch.protocol import Batch
+from gpuwatch.protocol import SERIES_COLUMNS, Batch, GpuSeries, series_length_errors, to_series
 
 M = TypeVar("M", bound=BaseModel)
 _CONSTRAINTS = {at.Gt: "gt", at.Ge: "ge", at.Lt: "lt", at.Le: "le", at.MinLen: "min_length", at.MaxLen: "max_length"}
@@ -64,6 +65,11 @@ def _meta(metadata: list[Any]) -> msgspec.Meta | None:
 def _annotated(annotation: Any, meta: msgspec.Meta | None) -> Any:
     """``annotation`` with models replaced by their mirrors and ``meta`` on its non-None part."""
     origin = get_origin(annotation)
+    if origin is Annotated:  # a list's items held to bounds of their own, e.g. GpuSeries' columns
+        if meta is not None:
+            raise TypeError(f"constraints both outside and inside {annotation!r}")
+        kind, *inner = get_args(annotation)
+        return _annotated(kind, _meta(inner))
     if origin in (Union, types.UnionType):
         args = get_args(annotation)
         inner = [a for a in args if a is not type(None)]
@@ -82,6 +88,7 @@ def _annotated(annotation: Any, meta: msgspec.Meta | None) -> Any:
 
 
 WireBatch = mirror(Batch)
+WireSeries = mirror(GpuSeries)
 _decoder = msgspec.json.Decoder(WireBatch)
 
 
@@ -91,8 +98,40 @@ def as_model(model: type[M], item: M | msgspec.Struct) -> M:
 
 
 def decode_batch(raw: bytes) -> Batch:
-    """``raw`` as a `WireBatch`, which has `Batch`'s attributes; raises pydantic's `ValidationError` for
-    what the wire model refuses."""
+    """``raw`` as a `WireBatch`, which has `Batch`'s attributes, with every sample in ``series``, each
+    series in time order (protocol 1's ``samples`` are turned into series: the ingest path reads only
+    those); raises pydantic's `ValidationError` for what the wire model refuses."""
+    batch = decode_wire(raw)
+    if errors := series_length_errors(batch.series):
+        raise ValidationError.from_exception_data(
+            "Batch",
+            [
+                {"type": "value_error", "loc": ("series", n, name), "input": None, "ctx": {"error": why}}
+                for n, name, why in errors
+            ],
+        )
+    if batch.samples:
+        batch.series = [*batch.series, *to_series(batch.samples, WireSeries)]
+        batch.samples = []
+    for s in batch.series:
+        _in_time_order(s)
+    return batch
+
+
+def _in_time_order(series: Any) -> None:
+    """Sort a series' samples by time, if they are not (agents send them in order)."""
+    ts = series.ts
+    if all(a <= b for a, b in pairwise(ts)):
+        return
+    order = sorted(range(len(ts)), key=ts.__getitem__)
+    for name in SERIES_COLUMNS:
+        if (column := getattr(series, name)) is not None:
+            setattr(series, name, [column[i] for i in order])
+
+
+def decode_wire(raw: bytes) -> Batch:
+    """``raw`` as a `WireBatch` as it came (what pydantic would make of it); raises pydantic's
+    `ValidationError` for what the wire model refuses."""
     try:
         return _decoder.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, UnicodeDecodeError):

@@ -191,11 +191,11 @@ class BatchWriter:
             assert batch is not None
             name = item.node.name
             if rollups.flush_s > 0:
-                rollups.add(item.node.id, batch.samples)  # only once committed: a retried batch counts once
-            svc.telemetry.add_samples(name, batch.samples)
+                rollups.add(item.node.id, batch.series)  # only once committed: a retried batch counts once
+            svc.telemetry.add_series(name, batch.series)
             svc.telemetry.add_ib(name, batch.ib)
             svc.jobs.add_processes(name, batch.processes)
-            svc.jobs.add_samples(name, batch.samples)
+            svc.jobs.add_series(name, batch.series)
         if self._flush_here and rollups.flush_s > 0 and rollups.due():
             try:
                 with transaction(svc.sessions) as session:
@@ -228,6 +228,6 @@ class BatchWriter:
             if rollups.flush_s == 0:
                 for (node, batch), result in zip(pairs, results, strict=True):
                     if not result.ack.duplicate:
-                        rollups.write(session, node.id, batch.samples)
+                        rollups.write(session, node.id, batch.series)
         for item, result in zip(items, results, strict=True):
             item.result = result

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from gpuwatch.protocol import Batch, BatchAck, Event
+from gpuwatch.protocol import Batch, BatchAck, Event, sample_count
 from server.store.jobs import store_job_data
 from server.store.models import EventRow, IngestBatch, LogLineRow, Node
 from server.store.upsert import insert_ignore
@@ -46,7 +46,7 @@ def store_batches(session: Session, items: Sequence[tuple[Node, Batch]]) -> list
             "node_id": node_id,
             "batch_id": batch_id,
             "received_at": now,
-            "samples": len(items[n][1].samples),
+            "samples": sample_count(items[n][1]),
             "logs": len(items[n][1].logs),
             "events": len(items[n][1].events),
         }
@@ -101,7 +101,7 @@ def store_batches(session: Session, items: Sequence[tuple[Node, Batch]]) -> list
             if (node.id, ev.stream, ev.seq) in stored_events:
                 stored_events.discard((node.id, ev.stream, ev.seq))
                 new_events.append(ev)
-        ack = BatchAck(batch_id=batch.batch_id, samples=len(batch.samples), logs=logs, events=len(new_events))
+        ack = BatchAck(batch_id=batch.batch_id, samples=sample_count(batch), logs=logs, events=len(new_events))
         results[n] = StoreResult(ack, len(batch.logs) - logs, len(batch.events) - len(new_events), new_events)
     return results
 

@@ -21,12 +21,13 @@ import math
 import statistics
 import threading
 import time
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuwatch.protocol import CheckpointReport, GpuSample, JobProcess, StepReport
+from gpuwatch.protocol import CheckpointReport, GpuSeries, JobProcess, StepReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,59 +231,59 @@ class JobTracker:
                     r = job.rank(p.rank)
                     r.node, r.pid = node, p.pid
 
-    def add_samples(self, node: str, samples: list[GpuSample]) -> None:
-        """Attributed GPU samples: utilisation, energy and idle time per job and rank."""
+    def add_series(self, node: str, series: list[GpuSeries]) -> None:
+        """Attributed GPU samples (series sorted by time): utilisation, energy and idle time per job and rank."""
         now = self.clock()
-        groups: dict[tuple[str, int, int], list[GpuSample]] = {}
-        for s in samples:
-            if s.job is not None:
-                key = (s.job, -1 if s.rank is None else s.rank, s.gpu)
-                group = groups.get(key)
-                if group is None:
-                    groups[key] = [s]
-                else:
-                    group.append(s)
         with self._lock:
-            for (name, rank, gpu), g in groups.items():
-                job = self._job(name, now)
-                r = job.rank(rank)
+            for s in series:
+                if s.job is None:
+                    continue
+                job = self._job(s.job, now)
+                r = job.rank(-1 if s.rank is None else s.rank)
                 r.node = r.node or node
-                periods = [s.period_s or 1.0 for s in g]
-                idle = [
-                    p for s, p in zip(g, periods, strict=True) if s.util_gpu is not None and s.util_gpu < self.idle_util
-                ]
+                ts, utils = s.ts, s.util_gpu or [None] * len(s.ts)
+                periods = [p or 1.0 for p in s.period_s] if s.period_s else [1.0] * len(ts)
                 job.gpu_seconds += sum(periods)
-                job.idle_gpu_seconds += sum(idle)
-                job.energy_j += sum(s.power_w * p for s, p in zip(g, periods, strict=True) if s.power_w is not None)
-                g.sort(key=_by_ts)
-                newest = self._point(g[-1:], now)
-                last = r.latest.get(gpu)
+                job.idle_gpu_seconds += sum(
+                    p for u, p in zip(utils, periods, strict=True) if u is not None and u < self.idle_util
+                )
+                if s.power_w is not None:
+                    job.energy_j += sum(w * p for w, p in zip(s.power_w, periods, strict=True) if w is not None)
+                newest = self._point(s, len(ts) - 1, len(ts), now)
+                last = r.latest.get(s.gpu)
                 if last is None or newest.ts >= last.ts:
-                    r.latest[gpu] = newest
+                    r.latest[s.gpu] = newest
                 start = 0
-                while start < len(g):  # one point per POINT_GAP_S bucket
-                    bucket = r.bucket.get(gpu)
-                    if bucket is not None and bucket[0] <= g[start].ts < bucket[0] + POINT_GAP_S:
+                while start < len(ts):  # one point per POINT_GAP_S bucket
+                    bucket = r.bucket.get(s.gpu)
+                    if bucket is not None and bucket[0] <= ts[start] < bucket[0] + POINT_GAP_S:
                         begin, point = bucket
-                        end = _bucket_end(g, start, begin + POINT_GAP_S)
-                        point.fold(self._point(g[start:end], now))
+                        end = bisect_left(ts, begin + POINT_GAP_S, start + 1)
+                        point.fold(self._point(s, start, end, now))
                     else:
-                        begin = g[start].ts
-                        end = _bucket_end(g, start, begin + POINT_GAP_S)
-                        point = self._point(g[start:end], now)
+                        begin = ts[start]
+                        end = bisect_left(ts, begin + POINT_GAP_S, start + 1)
+                        point = self._point(s, start, end, now)
                         r.gpu_points.append(point)
-                        r.bucket[gpu] = (begin, point)
+                        r.bucket[s.gpu] = (begin, point)
                     start = end
 
-    def _point(self, g: list[GpuSample], now: float) -> _GpuPoint:
-        """One point for samples of one GPU (oldest first): their mean utilisation, the last one's rest."""
-        utils = [s.util_gpu for s in g if s.util_gpu is not None]
-        s = g[-1]
-        nvlink = None if s.nvlink_tx_kib is None else s.nvlink_tx_kib + (s.nvlink_rx_kib or 0)
-        pcie = None if s.pcie_tx_kbps is None else s.pcie_tx_kbps + (s.pcie_rx_kbps or 0.0)
+    def _point(self, s: GpuSeries, start: int, end: int, now: float) -> _GpuPoint:
+        """One point for samples ``start:end`` of a series: their mean utilisation, the last one's rest."""
+        utils = [u for u in s.util_gpu[start:end] if u is not None] if s.util_gpu else []
+        i = end - 1
+
+        def at(column: list[Any] | None) -> Any:
+            return None if column is None else column[i]
+
+        tx, rx = at(s.nvlink_tx_kib), at(s.nvlink_rx_kib)
+        pcie_tx, pcie_rx = at(s.pcie_tx_kbps), at(s.pcie_rx_kbps)
+        nvlink = None if tx is None else tx + (rx or 0)
+        pcie = None if pcie_tx is None else pcie_tx + (pcie_rx or 0.0)
         mean = sum(utils) / len(utils) if utils else None
         idle = sum(u < self.idle_util for u in utils)
-        return _GpuPoint(s.ts, now, s.gpu, mean, s.period_s or 1.0, s.power_w, nvlink, pcie, len(utils), idle)
+        period = at(s.period_s) or 1.0
+        return _GpuPoint(s.ts[i], now, s.gpu, mean, period, at(s.power_w), nvlink, pcie, len(utils), idle)
 
     def add_steps(self, node: str, steps: list[StepReport]) -> list[Detection]:
         """Record steps; return the stragglers they reveal."""
@@ -526,18 +527,6 @@ class JobTracker:
             job = self._jobs[name] = _Job(name, first_seen=now)
         job.last_activity = now
         return job
-
-
-def _by_ts(s: GpuSample) -> float:
-    return s.ts
-
-
-def _bucket_end(g: list[GpuSample], start: int, until: float) -> int:
-    """Index of the first sample of ``g`` (sorted by time) from ``start`` on at or after ``until``."""
-    end = start + 1
-    while end < len(g) and g[end].ts < until:
-        end += 1
-    return end
 
 
 def _sum_or_none(values: list[float | None]) -> float | None:

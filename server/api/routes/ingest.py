@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from gpuwatch.protocol import BatchAck, Event, Heartbeat, RegisterRequest, RegisterResponse
+from gpuwatch.protocol import PROTOCOL_VERSION, BatchAck, Event, Heartbeat, RegisterRequest, RegisterResponse
 from server.api.body import read_body, read_model
 from server.api.deps import NodeDep, Services, ServicesDep, own_node
 from server.detections import record
@@ -57,7 +57,7 @@ async def register_node(request: Request, node: NodeDep, svc: ServicesDep) -> Re
     await run_in_threadpool(work)
     svc.telemetry.set_inventory(node.name, req.gpus)
     svc.telemetry.touch(node.name)
-    return RegisterResponse(node=node.name, server_time=time.time())
+    return RegisterResponse(node=node.name, server_time=time.time(), protocol=PROTOCOL_VERSION)
 
 
 @router.post("/nodes/heartbeat", status_code=204)
