@@ -30,7 +30,10 @@ def make_engine(url: str, busy_timeout_ms: int = 5000) -> Engine:
         return create_engine(url, pool_pre_ping=True)
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
+    # A pool as large as the threads that may hold a connection at once (the request thread pool's 40,
+    # the ingest writer, the watchdog): beyond its size a connection is closed after use, and opening
+    # one again (with its pragmas) under load cost a tenth of the server's time in token lookups.
+    engine = create_engine(url, connect_args={"timeout": busy_timeout_ms / 1000}, pool_size=48, max_overflow=16)
 
     @event.listens_for(engine, "connect")
     def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
