@@ -194,7 +194,8 @@ async def _node(
     out: dict[str, Any],
 ) -> None:
     headers = {"Authorization": f"Bearer {token}"}
-    reg = RegisterRequest(hostname=name, agent_version="bench", collector="simulated")
+    gpus = SimulatedCollector(name, load.gpus, seed=index).inventory()  # as an agent registers them
+    reg = RegisterRequest(hostname=name, agent_version="bench", collector="simulated", gpus=gpus)
     for _ in range(100):
         try:
             status, text, _ = await http.post("/api/v1/nodes/register", reg.model_dump_json().encode(), headers)

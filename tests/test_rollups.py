@@ -125,3 +125,29 @@ def test_a_failed_flush_loses_nothing_and_last_seen_compares_in_sql(tmp_path: Pa
     with sessions() as session:  # compared by the database, as the silence check compares it
         cutoff = datetime.fromtimestamp(now, UTC) - timedelta(seconds=5)
         assert session.scalars(select(Node.name).where(Node.last_seen_at > cutoff)).all() == ["n1"]
+
+
+def test_a_flush_in_slices_writes_the_same_and_a_failed_slice_loses_nothing(tmp_path: Path) -> None:
+    """The writer flushes a few rows between groups of batches (`max_rows`): sliced, with a slice failing
+    on the way, the rollups come out as rollups written with each batch."""
+    batches = _batches()
+    exact_url = migrated_sqlite(tmp_path / "exact")
+    with InProcessServer(Settings(data_dir=tmp_path / "exact", database_url=exact_url, rollup_flush_s=0)) as srv:
+        _post_all(srv, exact_url, batches)
+    url = migrated_sqlite(tmp_path / "sliced")
+    with InProcessServer(Settings(data_dir=tmp_path / "sliced", database_url=url, rollup_flush_s=3600)) as srv:
+        _post_all(srv, url, batches)
+        rollups, sessions = srv.services.rollups, srv.services.sessions
+        other = make_sessionmaker(make_engine(migrated_sqlite(tmp_path / "other")))  # n1 is not there
+        written = []
+        while True:
+            with transaction(sessions) as session:
+                written.append(rollups.flush(session, max_rows=1))
+            if len(written) == 2:
+                with pytest.raises(DBAPIError), transaction(other) as session:
+                    rollups.flush(session, max_rows=1)  # this slice is put back with what is pending
+            if not rollups.due():
+                break
+        assert len(written) > 4 and max(written) <= 2  # one GPU row and one job row at a time
+        flush_rollups(srv.services)  # the failed slice, put back with what is pending
+    assert _rollups(url) == _rollups(exact_url)

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpuwatch.server.ingest")
 
 MAX_GROUP = 64  # batches stored in one transaction, at most
+FLUSH_SLICE_ROWS = 1_000  # rollup rows of each kind the writer flushes between two groups, at most
 RETRY_AFTER_S = 1
 
 
@@ -199,7 +200,7 @@ class BatchWriter:
         if self._flush_here and rollups.flush_s > 0 and rollups.due():
             try:
                 with transaction(svc.sessions) as session:
-                    rollups.flush(session)
+                    rollups.flush(session, max_rows=FLUSH_SLICE_ROWS)
             except Exception:
                 log.exception("rollup flush failed; kept for the next one")
 

