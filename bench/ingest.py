@@ -318,7 +318,12 @@ def drive(
     for go in gos:
         go.put(start)
     rss: list[tuple[float, float]] = []
-    wait_until(lambda: time.time() >= start + load.warmup, timeout=load.warmup + 120, what="the warm-up", every=0.5)
+    wait_until(
+        lambda: time.time() >= start + load.warmup,
+        timeout=start - time.time() + load.warmup + 60,
+        what="the warm-up",
+        every=0.5,
+    )
     cpu0, _ = _cpu_rss(pid)
     t0 = time.time()
     while any(w.is_alive() for w in workers) and time.time() < start + load.duration:
@@ -345,6 +350,7 @@ def drive(
         "rss_start_mib": rss[0][1] if rss else None,
         "rss_max_mib": max(r[1] for r in rss) if rss else None,
         "rss_slope_mib_per_min": _slope(rss[len(rss) // 2 :]),  # the second half: past the job window's filling
+        "rss_mib": [(round(t), round(mib, 1)) for t, mib in rss[::15]],  # every 30 s
         "generators_cpu_pct": 100 * sum(o["cpu_s"] for o in outs) / load.duration,
         "lines_sent": sum(o["lines"] for o in outs),
         "events_sent": sum(o["events"] for o in outs),
