@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.collectors.simulated import SimulatedCollector  # noqa: E402
-from gpuwatch.protocol import PROTOCOL_VERSION, SERIES_COLUMNS, Batch, RegisterRequest  # noqa: E402
+from gpuwatch.protocol import PROTOCOL_VERSION, SERIES_COLUMNS, Batch, RegisterRequest, sample_count  # noqa: E402
 from server.store.db import make_engine, make_sessionmaker, transaction  # noqa: E402
 from server.store.migrate import upgrade  # noqa: E402
 from server.store.nodes import create_token  # noqa: E402
@@ -429,7 +429,7 @@ def serve_reference(port: int) -> None:
     @app.post("/api/v1/ingest")
     async def ingest(request: Request) -> Response:
         batch = Batch.model_validate_json(gzip.decompress(await request.body()))
-        ack = {"batch_id": batch.batch_id, "samples": len(batch.samples), "logs": len(batch.logs)}
+        ack = {"batch_id": batch.batch_id, "samples": sample_count(batch), "logs": len(batch.logs)}
         return Response(json.dumps(ack), media_type="application/json")
 
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
