@@ -118,9 +118,9 @@ def _column(name: str) -> tuple[Any, Any]:
 GpuSeries = create_model(  # one definition of the fields and their bounds: GpuSample's
     "GpuSeries",
     __base__=_SeriesKeys,
-    __doc__="""Consecutive samples of one GPU with one owner (job and rank), column by column: what a list
-    of `GpuSample` says in a quarter of the bytes, decoded by the server at a fraction of the cost
-    (bench/README.md). Column ``ts`` has one value per sample; every other column is either absent (no
+    __doc__="""Samples of one GPU with one owner (job and rank), in time order, column by column: what a
+    list of `GpuSample` says in a quarter of the bytes, decoded by the server at a fraction of the
+    cost (bench/README.md). Column ``ts`` has one value per sample; every other column is either absent (no
     sample has the field) or as long as ``ts``, with null where a sample lacks the value.""",
     **{name: _column(name) for name in SERIES_COLUMNS},
 )
