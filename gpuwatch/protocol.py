@@ -162,6 +162,11 @@ def sample_at(series: Any, i: int, make: Callable[..., S]) -> S:
     return make(**keys, processes=series.processes if i == len(series.ts) - 1 else None, **values)
 
 
+def series_periods(series: Any) -> list[float]:
+    """The time each sample of ``series`` stands for (``period_s``; 1 s where the agent did not say)."""
+    return [p or 1.0 for p in series.period_s] if series.period_s else [1.0] * len(series.ts)
+
+
 def series_length_errors(series: Sequence[Any]) -> list[tuple[int, str, str]]:
     """(series index, column, why) for each column not as long as its series' ``ts``."""
     out = []

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import bindparam, case, select, update
 from sqlalchemy.orm import Session
 
-from gpuwatch.protocol import GpuInfo, GpuSeries
+from gpuwatch.protocol import GpuInfo, GpuSeries, series_periods
 from server.store.jobs import IDLE_UTIL, job_ids
 from server.store.models import Gpu, GpuRollup, JobRollup, Node
 from server.store.nodes import upsert_gpu
@@ -136,7 +136,7 @@ class RollupBuffer:
         part = _Pending(node_seen={node_id: time.time() if now is None else now})
         for s in series:
             ts, n = s.ts, len(s.ts)
-            periods = [p or 1.0 for p in s.period_s] if s.period_s else [1.0] * n
+            periods = series_periods(s)
             utils = s.util_gpu or [None] * n
             powers = [w or 0.0 for w in s.power_w] if s.power_w else [0.0] * n
             start = 0

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuwatch.protocol import CheckpointReport, GpuSeries, JobProcess, StepReport
+from gpuwatch.protocol import CheckpointReport, GpuSeries, JobProcess, StepReport, series_periods
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +242,7 @@ class JobTracker:
                 r = job.rank(-1 if s.rank is None else s.rank)
                 r.node = r.node or node
                 ts, utils = s.ts, s.util_gpu or [None] * len(s.ts)
-                periods = [p or 1.0 for p in s.period_s] if s.period_s else [1.0] * len(ts)
+                periods = series_periods(s)
                 job.gpu_seconds += sum(periods)
                 job.idle_gpu_seconds += sum(
                     p for u, p in zip(utils, periods, strict=True) if u is not None and u < self.idle_util
