@@ -226,7 +226,7 @@ async def _node(
             await asyncio.sleep(0.2 if after is None else after)
         ack = json.loads(text)
         if start + load.warmup <= sent and done <= start + load.duration:  # stored within the window
-            out["latency"].append(done - sent)
+            out["latency"].append((sent - start, done - sent))
             out["samples"] += ack["samples"]
         out["lines"] += LINES_PER_BATCH
         out["events"] += int(batch_id % EVENT_EVERY == 0)
@@ -289,6 +289,14 @@ def _slope(points: list[tuple[float, float]]) -> float:
     return 60 * sum((t - mt) * (y - my) for t, y in zip(ts, ys, strict=True)) / den if den else 0.0
 
 
+def _p99_by_minute(timed: list[tuple[float, float]], warmup: float) -> list[tuple[int, float]]:
+    """(minute after the warm-up, p99 ms of the requests sent in it): where in a long run latency grew."""
+    minutes: dict[int, list[float]] = {}
+    for sent, latency in timed:
+        minutes.setdefault(int((sent - warmup) // 60), []).append(latency)
+    return [(m, round(sorted(xs)[int(len(xs) * 0.99)] * 1e3, 1)) for m, xs in sorted(minutes.items())]
+
+
 def _tokens(db_url: str, n: int) -> list[tuple[int, str, str]]:
     engine = make_engine(db_url)
     try:
@@ -335,7 +343,8 @@ def drive(
     outs = [results.get(timeout=600) for _ in workers]
     for w in workers:
         w.join()
-    latency = sorted(x for o in outs for x in o["latency"])
+    timed = [x for o in outs for x in o["latency"]]  # (sent, after the start; latency)
+    latency = sorted(x for _, x in timed)
     samples = sum(o["samples"] for o in outs)
     measured = load.duration - load.warmup
     return {
@@ -351,6 +360,7 @@ def drive(
         "rss_max_mib": max(r[1] for r in rss) if rss else None,
         "rss_slope_mib_per_min": _slope(rss[len(rss) // 2 :]),  # the second half: past the job window's filling
         "rss_mib": [(round(t), round(mib, 1)) for t, mib in rss[::15]],  # every 30 s
+        "p99_ms_by_minute": _p99_by_minute(timed, load.warmup),
         "generators_cpu_pct": 100 * sum(o["cpu_s"] for o in outs) / load.duration,
         "lines_sent": sum(o["lines"] for o in outs),
         "events_sent": sum(o["events"] for o in outs),

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwatch.protocol import CheckpointReport, GpuSeries, JobProcess, StepReport, series_periods
+from server.telemetry.points import POINT_GAP_S, GpuPoint, PointRing, Window
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,50 +41,15 @@ class Detection:
     data: dict[str, Any]
 
 
-#: A rank keeps one GPU point per GPU per `POINT_GAP_S` bucket, whatever the agent's sampling rate (a
-#: point holds the bucket's mean utilisation and its idle share), at most `POINTS_PER_RANK` of them:
-#: 5 min 20 s of a one-GPU rank, just over the default 300 s window, about 10 KB, which bounds the
-#: tracker at about 100 MB for 10,000 ranks (256 points took 21 minutes to fill: in a 10-minute load
-#: test the server's RSS still grew 8.6 MiB a minute). The newest sample of each GPU is kept apart.
-POINT_GAP_S = 5.0
-POINTS_PER_RANK = 64
-
-
-@dataclass(slots=True)
-class _GpuPoint:
-    ts: float
-    received: float
-    gpu: int
-    util: float | None  # the bucket's mean
-    period_s: float
-    power_w: float | None
-    nvlink_kib: int | None
-    pcie_kbps: float | None
-    n: int = 0  # samples with a utilisation in the bucket
-    idle: int = 0  # of which idle
-
-    def fold(self, other: _GpuPoint) -> None:
-        """Add a newer point (one sample or several) of the same GPU to this bucket."""
-        if other.n:
-            total = self.n + other.n
-            self.util = other.util if not self.n else (self.util * self.n + other.util * other.n) / total  # type: ignore[operator]
-            self.n = total
-            self.idle += other.idle
-        self.ts, self.received, self.period_s = other.ts, other.received, other.period_s
-        self.power_w = other.power_w if other.power_w is not None else self.power_w
-        self.nvlink_kib = other.nvlink_kib if other.nvlink_kib is not None else self.nvlink_kib
-        self.pcie_kbps = other.pcie_kbps if other.pcie_kbps is not None else self.pcie_kbps
-
-
 @dataclass(slots=True)
 class _Rank:
     rank: int
     node: str | None = None
     pid: int | None = None
     steps: deque[StepReport] = field(default_factory=lambda: deque(maxlen=512))
-    gpu_points: deque[_GpuPoint] = field(default_factory=lambda: deque(maxlen=POINTS_PER_RANK))
-    latest: dict[int, _GpuPoint] = field(default_factory=dict)  # by GPU index: the newest point
-    bucket: dict[int, tuple[float, _GpuPoint]] = field(default_factory=dict)  # by GPU: (start, open bucket)
+    points: PointRing = field(default_factory=PointRing)  # one per GPU per POINT_GAP_S
+    latest: dict[int, GpuPoint] = field(default_factory=dict)  # by GPU index: the newest sample
+    bucket: dict[int, tuple[float, int]] = field(default_factory=dict)  # by GPU: (start, the open point's seq)
     last_step: int = -1
     last_progress: float | None = None
     streak: int = 0
@@ -186,10 +152,6 @@ class JobSummary:
     gpu_hours_at_risk: float | None = None  # GPUs x time since the last complete save
 
 
-def _mean(xs: list[float]) -> float | None:
-    return statistics.fmean(xs) if xs else None
-
-
 def _ratio(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
 
@@ -257,18 +219,16 @@ class JobTracker:
                 while start < len(ts):  # one point per POINT_GAP_S bucket
                     bucket = r.bucket.get(s.gpu)
                     if bucket is not None and bucket[0] <= ts[start] < bucket[0] + POINT_GAP_S:
-                        begin, point = bucket
-                        end = bisect_left(ts, begin + POINT_GAP_S, start + 1)
-                        point.fold(self._point(s, start, end, now))
-                    else:
-                        begin = ts[start]
-                        end = bisect_left(ts, begin + POINT_GAP_S, start + 1)
-                        point = self._point(s, start, end, now)
-                        r.gpu_points.append(point)
-                        r.bucket[s.gpu] = (begin, point)
+                        end = bisect_left(ts, bucket[0] + POINT_GAP_S, start + 1)
+                        if r.points.fold(bucket[1], self._point(s, start, end, now)):
+                            start = end
+                            continue
+                    begin = ts[start]  # a new bucket (or the open one's point was overwritten meanwhile)
+                    end = bisect_left(ts, begin + POINT_GAP_S, start + 1)
+                    r.bucket[s.gpu] = (begin, r.points.add(self._point(s, start, end, now)))
                     start = end
 
-    def _point(self, s: GpuSeries, start: int, end: int, now: float) -> _GpuPoint:
+    def _point(self, s: GpuSeries, start: int, end: int, now: float) -> GpuPoint:
         """One point for samples ``start:end`` of a series: their mean utilisation, the last one's rest."""
         utils = [u for u in s.util_gpu[start:end] if u is not None] if s.util_gpu else []
         i = end - 1
@@ -283,7 +243,7 @@ class JobTracker:
         mean = sum(utils) / len(utils) if utils else None
         idle = sum(u < self.idle_util for u in utils)
         period = at(s.period_s) or 1.0
-        return _GpuPoint(s.ts[i], now, s.gpu, mean, period, at(s.power_w), nvlink, pcie, len(utils), idle)
+        return GpuPoint(s.ts[i], now, s.gpu, mean, period, at(s.power_w), nvlink, pcie, len(utils), idle)
 
     def add_steps(self, node: str, steps: list[StepReport]) -> list[Detection]:
         """Record steps; return the stragglers they reveal."""
@@ -406,7 +366,7 @@ class JobTracker:
     def _gpus_idle(self, job: _Job, now: float) -> bool:
         """A job never sampled (CPU-only) counts as idle: it is judged on its steps alone. One whose
         samples stopped arriving (this replica no longer hears from the node) is not: no evidence."""
-        latest: dict[tuple[str | None, int], _GpuPoint] = {}
+        latest: dict[tuple[str | None, int], GpuPoint] = {}
         for r in job.ranks.values():
             for p in r.latest.values():
                 key = (r.node, p.gpu)
@@ -430,9 +390,9 @@ class JobTracker:
             job = self._jobs.get(name)
             if job is None:
                 return None
-            ranks = tuple(self._rank_summary(r, now, window) for _, r in sorted(job.ranks.items()))
-            points = [p for r in job.ranks.values() for p in r.gpu_points if now - p.received <= window]
-            util_mean, util_p50, idle_fraction = self._util_stats(points)
+            windows = {k: r.points.window(now, window) for k, r in job.ranks.items()}
+            ranks = tuple(self._rank_summary(r, windows[k], now, window) for k, r in sorted(job.ranks.items()))
+            util_mean, util_p50, idle_fraction = Window.merged(windows.values()).util_stats()
             steps = [s for r in job.ranks.values() for s in r.steps if now - s.ts <= window]
             return JobSummary(
                 job=name,
@@ -478,9 +438,8 @@ class JobTracker:
             "gpu_hours_at_risk": gpus * age / 3600 if age is not None and gpus else None,
         }
 
-    def _rank_summary(self, r: _Rank, now: float, window: float) -> RankSummary:
-        points = [p for p in r.gpu_points if now - p.received <= window]
-        util_mean, util_p50, idle_fraction = self._util_stats(points)
+    def _rank_summary(self, r: _Rank, points: Window, now: float, window: float) -> RankSummary:
+        util_mean, util_p50, idle_fraction = points.util_stats()
         steps = [s for s in r.steps if now - s.ts <= window]
         duration = sum(s.duration_s for s in steps)
         comm = sum(s.comm_s for s in steps)
@@ -494,7 +453,7 @@ class JobTracker:
         return RankSummary(
             rank=r.rank,
             node=r.node,
-            gpus=tuple(sorted({p.gpu for p in points})),
+            gpus=tuple(sorted(points.gpus)),
             steps=len(steps),
             last_step=r.last_step,
             gpu_util_mean=util_mean,
@@ -506,20 +465,10 @@ class JobTracker:
             comm_overhead=_ratio(comm, duration),
             tokens_per_s=rate(tokens),
             samples_per_s=rate(samples),
-            nvlink_bytes_per_s=_counter_rate(points, "nvlink_kib", 1024.0),
-            pcie_bytes_per_s=_mean([p.pcie_kbps * 1024.0 for p in points if p.pcie_kbps is not None]),
+            nvlink_bytes_per_s=points.nvlink_bytes_per_s(),
+            pcie_bytes_per_s=points.pcie_bytes_per_s(),
             straggler=r.straggling,
         )
-
-    @staticmethod
-    def _util_stats(points: list[_GpuPoint]) -> tuple[float | None, float | None, float | None]:
-        """Mean utilisation and idle share over the buckets' samples; median of the bucket means."""
-        known = [p for p in points if p.util is not None and p.n]
-        total = sum(p.n for p in known)
-        if not total:
-            return None, None, None
-        mean = sum(p.util * p.n for p in known) / total  # type: ignore[operator]
-        return mean, statistics.median(p.util for p in known), sum(p.idle for p in known) / total  # type: ignore[misc]
 
     def _job(self, name: str, now: float) -> _Job:
         job = self._jobs.get(name)
@@ -532,15 +481,3 @@ class JobTracker:
 def _sum_or_none(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return sum(known) if known else None
-
-
-def _counter_rate(points: list[_GpuPoint], attr: str, scale: float) -> float | None:
-    """Bytes/s from a cumulative counter, per GPU, summed over the rank's GPUs."""
-    total = 0.0
-    seen = False
-    for gpu in {p.gpu for p in points}:
-        series = sorted((p.ts, getattr(p, attr)) for p in points if p.gpu == gpu and getattr(p, attr) is not None)
-        if len(series) >= 2 and series[-1][0] > series[0][0] and series[-1][1] >= series[0][1]:
-            total += (series[-1][1] - series[0][1]) * scale / (series[-1][0] - series[0][0])
-            seen = True
-    return total if seen else None
