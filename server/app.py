@@ -179,7 +179,8 @@ def _load_inventory(sessions, telemetry: Telemetry) -> None:  # type: ignore[no-
 
 
 def flush_rollups(svc: Services, due_only: bool = False) -> None:
-    """Write the buffered rollups now (or only when their flush is due)."""
-    if not due_only or svc.rollups.due():
+    """Write the buffered rollups now (or only when their flush is due and the ingest writer, which
+    flushes them in slices between its groups while batches arrive, is not doing it)."""
+    if not due_only or (svc.rollups.due() and not svc.writer.flushes_rollups()):
         with transaction(svc.sessions) as session:
             svc.rollups.flush(session)

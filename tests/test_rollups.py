@@ -24,7 +24,7 @@ from server.app import flush_rollups
 from server.store.db import make_engine, make_sessionmaker, transaction
 from server.store.models import Node
 from server.store.rollups import RollupBuffer
-from tests.helpers import InProcessServer, migrated_sqlite, new_token
+from tests.helpers import InProcessServer, migrated_sqlite, new_token, wait_until
 
 T0 = 1_800_000_000.0  # a minute boundary
 
@@ -151,3 +151,21 @@ def test_a_flush_in_slices_writes_the_same_and_a_failed_slice_loses_nothing(tmp_
         assert len(written) > 4 and max(written) <= 2  # one GPU row and one job row at a time
         flush_rollups(srv.services)  # the failed slice, put back with what is pending
     assert _rollups(url) == _rollups(exact_url)
+
+
+def test_on_sqlite_the_watchdog_flushes_only_once_batches_stop(tmp_path: Path) -> None:
+    """While batches arrive the writer flushes between its groups, in slices; a whole flush from the
+    watchdog's thread would hold SQLite's one write lock for all 10,000 GPUs of a large cluster."""
+    url = migrated_sqlite(tmp_path)
+    with InProcessServer(Settings(data_dir=tmp_path, database_url=url, rollup_flush_s=0.5)) as srv:
+        svc = srv.services
+        svc.rollups.flush_s = 3600  # nothing due until the test says so
+        _post_all(srv, url, _batches()[:2])
+        svc.rollups.flush_s = 0.5
+        wait_until(svc.rollups.due, timeout=10, what="a flush to come due", every=0.01)
+        assert svc.writer.flushes_rollups()
+        flush_rollups(svc, due_only=True)
+        assert _rollups(url)["gpu"] == [], "the watchdog left the flush to the writer"
+        wait_until(lambda: not svc.writer.flushes_rollups(), timeout=10, what="the writer to stop flushing")
+        flush_rollups(svc, due_only=True)
+        assert sum(r[2] for r in _rollups(url)["gpu"]) == 2 * 120
