@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, select, text
 from sqlalchemy.exc import DBAPIError
 
 from gpuwatch.config import Settings
-from gpuwatch.protocol import Batch, GpuSample, GpuSeries, to_series
+from gpuwatch.protocol import Batch, GpuSample, GpuSeries, StepReport, to_series
 from server.app import flush_rollups
 from server.store.db import make_engine, make_sessionmaker, transaction
 from server.store.models import Node
@@ -169,3 +169,25 @@ def test_on_sqlite_the_watchdog_flushes_only_once_batches_stop(tmp_path: Path) -
         wait_until(lambda: not svc.writer.flushes_rollups(), timeout=10, what="the writer to stop flushing")
         flush_rollups(svc, due_only=True)
         assert sum(r[2] for r in _rollups(url)["gpu"]) == 2 * 120
+
+
+def test_flushed_rows_and_step_rows_of_a_minute_are_one_row(tmp_path: Path) -> None:
+    """A flush writes through the driver, step reports through SQLAlchemy: both must spell the minute the
+    same way, or a job's minute splits in two rows and range queries over minutes miss one of them."""
+    url = migrated_sqlite(tmp_path)
+    step = StepReport(job="j", rank=0, step=1, ts=T0 + 10, duration_s=1.0, comm_s=0.25)
+    samples = [GpuSample(ts=T0 + k, gpu=0, uuid="GPU-0", util_gpu=50.0, job="j", rank=0) for k in range(10)]
+    with InProcessServer(Settings(data_dir=tmp_path, database_url=url, rollup_flush_s=3600)) as srv:
+        _post_all(
+            srv, url, [Batch(batch_id=0, samples=samples[:5], steps=[step]), Batch(batch_id=1, samples=samples[5:])]
+        )
+        flush_rollups(srv.services)
+        _post_all(srv, url, [Batch(batch_id=2, samples=[s.model_copy(update={"ts": s.ts + 0.5}) for s in samples])])
+        flush_rollups(srv.services)  # the same minute again: added to the same rows
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        jobs = conn.execute(text("SELECT minute, steps, gpu_seconds FROM job_rollups")).all()
+        gpus = conn.execute(text("SELECT minute, samples FROM gpu_rollups")).all()
+    engine.dispose()
+    assert [tuple(r) for r in jobs] == [("2027-01-15 08:00:00.000000", 1, 20.0)]
+    assert [tuple(r) for r in gpus] == [("2027-01-15 08:00:00.000000", 20)]
