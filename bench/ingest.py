@@ -31,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -68,6 +69,7 @@ class Load:
     duration: float
     warmup: float
     protocol: int = PROTOCOL_VERSION  # 1: samples as rows; 2: column by column (series)
+    scrape_s: float = 0.0  # GET /metrics this often meanwhile, as Prometheus would (0: never)
 
     @property
     def offered(self) -> float:
@@ -306,10 +308,20 @@ def _tokens(db_url: str, n: int) -> list[tuple[int, str, str]]:
         engine.dispose()
 
 
+def _scrape(url: str, every: float, stop: threading.Event, out: list[tuple[float, int]]) -> None:
+    """GET /metrics every ``every`` seconds until ``stop``: (seconds it took, bytes)."""
+    with httpx.Client(timeout=120) as http:
+        while not stop.wait(every):
+            t0 = time.perf_counter()
+            resp = http.get(f"{url}/metrics")
+            out.append((time.perf_counter() - t0, len(resp.content)))
+
+
 def drive(
-    url: str, pid: int, nodes: list[tuple[int, str, str]], load: Load, procs: int, prebuild: bool
+    url: str, pid: int, nodes: list[tuple[int, str, str]], load: Load, procs: int, prebuild: bool, scrape: bool = False
 ) -> dict[str, Any]:
-    """Run the generators against a server at ``url`` (process ``pid``); measure it."""
+    """Run the generators against a server at ``url`` (process ``pid``); measure it (and scrape its
+    /metrics every ``load.scrape_s`` if ``scrape``)."""
     ctx = mp.get_context("spawn")
     results, ready, gos = ctx.Queue(), ctx.Queue(), [ctx.Queue() for _ in range(procs)]
     workers = [
@@ -332,6 +344,11 @@ def drive(
         what="the warm-up",
         every=0.5,
     )
+    scrapes: list[tuple[float, int]] = []
+    stop = threading.Event()
+    scraper = threading.Thread(target=_scrape, args=(url, load.scrape_s, stop, scrapes), daemon=True)
+    if scrape and load.scrape_s > 0:
+        scraper.start()
     cpu0, _ = _cpu_rss(pid)
     t0 = time.time()
     while any(w.is_alive() for w in workers) and time.time() < start + load.duration:
@@ -340,6 +357,10 @@ def drive(
         time.sleep(2)  # the sampling period
     cpu1, _ = _cpu_rss(pid)
     window = time.time() - t0
+    stop.set()
+    if scraper.is_alive():
+        scraper.join(120)
+    scrape_s = sorted(t for t, _ in scrapes)
     outs = [results.get(timeout=600) for _ in workers]
     for w in workers:
         w.join()
@@ -361,6 +382,10 @@ def drive(
         "rss_slope_mib_per_min": _slope(rss[len(rss) // 2 :]),  # the second half: past the job window's filling
         "rss_mib": [(round(t), round(mib, 1)) for t, mib in rss[::15]],  # every 30 s
         "p99_ms_by_minute": _p99_by_minute(timed, load.warmup),
+        "scrapes": len(scrapes),
+        "scrape_ms_p50": scrape_s[len(scrape_s) // 2] * 1e3 if scrape_s else None,
+        "scrape_ms_max": scrape_s[-1] * 1e3 if scrape_s else None,
+        "scrape_bytes": scrapes[-1][1] if scrapes else None,
         "generators_cpu_pct": 100 * sum(o["cpu_s"] for o in outs) / load.duration,
         "lines_sent": sum(o["lines"] for o in outs),
         "events_sent": sum(o["events"] for o in outs),
@@ -401,7 +426,7 @@ def run_gpuwatch(db_url: str, tmp: Path, load: Load, procs: int, prebuild: bool,
     try:
         base = f"http://127.0.0.1:{port}"
         wait_until(lambda: httpx.get(f"{base}/readyz").status_code == 200, timeout=60, what="server")
-        result = drive(base, server.popen.pid, nodes, load, procs, prebuild)
+        result = drive(base, server.popen.pid, nodes, load, procs, prebuild, scrape=True)
     finally:
         server.stop()
     if do_check:
@@ -504,13 +529,14 @@ def main() -> None:
         action="store_true",
         help="encode and gzip every batch before the clock starts (the generators then only send)",
     )
+    ap.add_argument("--scrape", type=float, default=0.0, help="GET /metrics every this many seconds (0: never)")
     ap.add_argument("--parsers", action="store_true", help="only compare the ways of parsing a batch")
     ap.add_argument("--serve-reference", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve_reference:
         serve_reference(args.serve_reference)
         return
-    load = Load(args.nodes, args.gpus, args.hz, args.flush, args.duration, args.warmup, args.protocol)
+    load = Load(args.nodes, args.gpus, args.hz, args.flush, args.duration, args.warmup, args.protocol, args.scrape)
     if args.parsers:
         compare_parsers(load)
         return
@@ -550,6 +576,11 @@ def main() -> None:
             f"{r['errors']} |"
         )
         print(f"  {label}: load generators used {r['generators_cpu_pct']:.0f} % of a core")
+        if r.get("scrapes"):
+            print(
+                f"  {label}: {r['scrapes']} scrapes of /metrics ({r['scrape_bytes']:,} bytes): "
+                f"p50 {r['scrape_ms_p50']:.0f} ms, max {r['scrape_ms_max']:.0f} ms"
+            )
     for label, r in results.items():
         if "lines_stored" in r:
             print(
