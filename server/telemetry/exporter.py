@@ -138,22 +138,33 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def render_dcgm(gpus: list[GpuState]) -> str:
-    """The DCGM families in Prometheus text format, written here rather than by prometheus-client:
-    the client would declare a counter as `<name>_total` in its TYPE line, and dcgm-exporter's
-    counters (`DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`, …) must keep their exact names, TYPE line included."""
+def _label_text(state: GpuState) -> str:
+    return ",".join(f'{k}="{_escape(v)}"' for k, v in zip(GPU_LABELS, _labels(state), strict=True))
+
+
+def render_dcgm(gpus: list[tuple[GpuState, str]]) -> str:
+    """The DCGM families of ``gpus`` (each with its label text) in Prometheus text format, written here
+    rather than by prometheus-client: the client would declare a counter as `<name>_total` in its TYPE
+    line, and dcgm-exporter's counters (`DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`, …) must keep their exact names,
+    TYPE line included."""
     out: list[str] = []
     for field in DCGM_FIELDS:
-        rows = [(state, field.value(state.latest)) for state in gpus if state.latest is not None]
-        rows = [(state, value) for state, value in rows if value is not None]
+        value = field.value
+        rows = [(labels, v) for state, labels in gpus if (v := value(state.latest)) is not None]  # type: ignore[arg-type]
         if not rows:
             continue
         out.append(f"# HELP {field.name} {field.help}")
         out.append(f"# TYPE {field.name} {field.kind}")
-        for state, value in rows:
-            labels = ",".join(f'{k}="{_escape(v)}"' for k, v in zip(GPU_LABELS, _labels(state), strict=True))
-            out.append(f"{field.name}{{{labels}}} {float(value)!r}")
+        name = field.name
+        out.extend([f"{name}{{{labels}}} {float(v)!r}" for labels, v in rows])
     return "\n".join(out) + "\n" if out else ""
+
+
+def _render_ages(gpus: list[tuple[GpuState, str]], now: float) -> str:
+    name = "gpuwatch_gpu_last_sample_seconds"
+    lines = [f"{name}{{{labels}}} {float(now - s.received_at)!r}" for s, labels in gpus if s.received_at is not None]
+    head = f"# HELP {name} Seconds since the GPU's latest sample reached the server.\n# TYPE {name} gauge\n"
+    return head + "".join(line + "\n" for line in lines)
 
 
 class MetricsExporter:
@@ -180,16 +191,29 @@ class MetricsExporter:
         self._registry = registry
         self._node_timeout_s = node_timeout_s
         self._clock = clock
+        self._label_texts: dict[tuple[str, int, str, str], str] = {}
         registry.register(_GpuwatchCollector(self))
 
     def render(self) -> bytes:
         now = self._clock()
+        gpus = [(state, self._labels_of(state)) for state in self._telemetry.gpus()]
         fresh = [
-            g
-            for g in self._telemetry.gpus()
-            if g.received_at is not None and now - g.received_at <= self._node_timeout_s
+            (g, labels)
+            for g, labels in gpus
+            if g.latest is not None and g.received_at is not None and now - g.received_at <= self._node_timeout_s
         ]
-        return render_dcgm(fresh).encode() + generate_latest(self._registry)
+        if len(self._label_texts) > 2 * len(gpus) + 1024:  # GPUs gone or renamed: start over
+            self._label_texts = {}
+        return (render_dcgm(fresh) + _render_ages(gpus, now)).encode() + generate_latest(self._registry)
+
+    def _labels_of(self, state: GpuState) -> str:
+        """A GPU's label text, built once: with 10,000 GPUs, joining and escaping the six labels of each
+        of its 20 series took two thirds of a 1 s scrape (bench/README.md)."""
+        key = (state.node, state.info.index, state.info.uuid, state.info.name)
+        text = self._label_texts.get(key)
+        if text is None:
+            text = self._label_texts[key] = _label_text(state)
+        return text
 
 
 class _GpuwatchCollector(Collector):
@@ -201,15 +225,6 @@ class _GpuwatchCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         exporter = self._exporter
         telemetry, timeout, now = exporter._telemetry, exporter._node_timeout_s, exporter._clock()
-        age_gpu = Metric(
-            "gpuwatch_gpu_last_sample_seconds", "Seconds since the GPU's latest sample reached the server.", "gauge"
-        )
-        for state in telemetry.gpus():
-            if state.received_at is not None:
-                labels = dict(zip(GPU_LABELS, _labels(state), strict=True))
-                age_gpu.add_sample("gpuwatch_gpu_last_sample_seconds", labels, now - state.received_at)
-        yield age_gpu
-
         free = Metric("gpuwatch_gpus_unallocated", "GPUs reporting with no job on them (idle capacity).", "gauge")
         unallocated: dict[str, int] = {}
         for state in telemetry.gpus():
