@@ -27,6 +27,7 @@ import gzip
 import json
 import multiprocessing as mp
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -36,6 +37,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -504,6 +506,24 @@ def compare_parsers(load: Load, repeat: int = 200) -> None:
         print(f"| {label} | {per:.2f} µs/sample | {base / per:.1f}x |")
 
 
+def machine() -> dict[str, Any]:
+    """What the results were measured on: the same code differs 1.7x in CPU per sample between two
+    instances of the 2-core VM (bench/README.md), so every result file says which it came from."""
+    model = ""
+    with open("/proc/cpuinfo") as f:  # Linux only, as the bench's /proc reads are
+        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "commit": commit.stdout.strip(),
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "packages": {name: version(name) for name in ("fastapi", "starlette", "uvicorn", "msgspec", "sqlalchemy")},
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=1250)
@@ -588,7 +608,8 @@ def main() -> None:
                 f"{r['events_stored']:,} stored; {r['sequence_gaps_or_doubles']} sequences with a gap or a double"
             )
     if args.json:
-        args.json.write_text(json.dumps({"load": asdict(load), "results": results}, indent=2))
+        out = {"machine": machine(), "load": asdict(load), "results": results}
+        args.json.write_text(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":
