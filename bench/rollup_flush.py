@@ -3,9 +3,11 @@
 Every `rollup_flush_s` (5 s) the server upserts one row per GPU and per job rank for the current minute:
 20,000 rows for 1,250 nodes of 8 GPUs in 32-GPU jobs. This folds 5 s of such a cluster's samples (10 Hz,
 the bench's simulated values) into a `RollupBuffer`, then flushes alternately through the server's path
-(`_DriverUpsert`: tuples into the driver's executemany, the statement compiled once) and the reference,
-the same upserts through ``session.execute(statement, dicts)`` (the path before), and reports the median
-time of each on the same database.
+(`_DriverUpsert`, compiled once: SQLite takes tuples through executemany, PostgreSQL one statement over
+an array per column, in binary) and the reference, the same upserts through
+``session.execute(statement, dicts)`` (the path before), and reports the median time of each on the same
+database. The server's path also writes the nodes' and GPUs' last-seen times, which the reference leaves
+out: the ratio understates the gain.
 
     .venv/bin/python bench/rollup_flush.py [--nodes 1250] [--flushes 8] [--database-url URL]
 """

@@ -22,6 +22,7 @@ from gpuwatch.config import Settings
 from gpuwatch.protocol import Batch, GpuSample, GpuSeries, StepReport, to_series
 from server.app import flush_rollups
 from server.store.db import make_engine, make_sessionmaker, transaction
+from server.store.migrate import upgrade
 from server.store.models import Node
 from server.store.rollups import RollupBuffer
 from tests.helpers import InProcessServer, migrated_sqlite, new_token, wait_until
@@ -171,23 +172,51 @@ def test_on_sqlite_the_watchdog_flushes_only_once_batches_stop(tmp_path: Path) -
         assert sum(r[2] for r in _rollups(url)["gpu"]) == 2 * 120
 
 
-def test_flushed_rows_and_step_rows_of_a_minute_are_one_row(tmp_path: Path) -> None:
-    """A flush writes through the driver, step reports through SQLAlchemy: both must spell the minute the
-    same way, or a job's minute splits in two rows and range queries over minutes miss one of them."""
-    url = migrated_sqlite(tmp_path)
+def test_flushed_rows_and_step_rows_of_a_minute_are_one_row(tmp_path: Path, db_url: str) -> None:
+    """A flush writes through the driver (SQLite: executemany; PostgreSQL: one statement over arrays),
+    step reports through SQLAlchemy: both must spell the minute the same way, or a job's minute splits in
+    two rows and range queries over minutes miss one of them."""
     step = StepReport(job="j", rank=0, step=1, ts=T0 + 10, duration_s=1.0, comm_s=0.25)
     samples = [GpuSample(ts=T0 + k, gpu=0, uuid="GPU-0", util_gpu=50.0, job="j", rank=0) for k in range(10)]
-    with InProcessServer(Settings(data_dir=tmp_path, database_url=url, rollup_flush_s=3600)) as srv:
+    with InProcessServer(Settings(data_dir=tmp_path, database_url=db_url, rollup_flush_s=3600)) as srv:
         _post_all(
-            srv, url, [Batch(batch_id=0, samples=samples[:5], steps=[step]), Batch(batch_id=1, samples=samples[5:])]
+            srv, db_url, [Batch(batch_id=0, samples=samples[:5], steps=[step]), Batch(batch_id=1, samples=samples[5:])]
         )
         flush_rollups(srv.services)
-        _post_all(srv, url, [Batch(batch_id=2, samples=[s.model_copy(update={"ts": s.ts + 0.5}) for s in samples])])
+        _post_all(srv, db_url, [Batch(batch_id=2, samples=[s.model_copy(update={"ts": s.ts + 0.5}) for s in samples])])
         flush_rollups(srv.services)  # the same minute again: added to the same rows
-    engine = create_engine(url)
+    engine = create_engine(db_url)
     with engine.connect() as conn:
         jobs = conn.execute(text("SELECT minute, steps, gpu_seconds FROM job_rollups")).all()
-        gpus = conn.execute(text("SELECT minute, samples FROM gpu_rollups")).all()
+        gpus = conn.execute(text("SELECT minute, samples, util_sum, util_max FROM gpu_rollups")).all()
     engine.dispose()
-    assert [tuple(r) for r in jobs] == [("2027-01-15 08:00:00.000000", 1, 20.0)]
-    assert [tuple(r) for r in gpus] == [("2027-01-15 08:00:00.000000", 20)]
+    minute = "2027-01-15 08:00:00.000000" if db_url.startswith("sqlite") else datetime.fromtimestamp(T0, UTC)
+    assert [tuple(r) for r in jobs] == [(minute, 1, 20.0)]
+    assert [tuple(r) for r in gpus] == [(minute, 20, 1000.0, 50.0)]
+
+
+@pytest.mark.postgres
+def test_on_postgresql_flushes_add_up_as_rollups_written_with_each_batch(tmp_path: Path, postgres_url: str) -> None:
+    """The flush's one statement over arrays (unnest) adds to rows already there as per-batch upserts do:
+    the same batches, flushed in three parts, give SQLite's rows written with each batch."""
+    batches = _batches()
+    exact_url = migrated_sqlite(tmp_path / "exact")
+    with InProcessServer(Settings(data_dir=tmp_path / "exact", database_url=exact_url, rollup_flush_s=0)) as srv:
+        _post_all(srv, exact_url, batches)
+    upgrade(postgres_url)
+    with InProcessServer(Settings(data_dir=tmp_path / "pg", database_url=postgres_url, rollup_flush_s=3600)) as srv:
+        token = new_token(postgres_url, "n1")
+        with httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {token}"}) as http:
+            for part in (batches[:1], batches[1:4], [*batches[4:], batches[-1]]):  # minutes split across flushes
+                for batch in part:
+                    assert http.post("/api/v1/ingest", content=batch.model_dump_json()).status_code == 200
+                flush_rollups(srv.services)
+    pg, exact = _rollups(postgres_url), _rollups(exact_url)
+    assert len(pg["gpu"]) == len(exact["gpu"]) > 0 and len(pg["job"]) == len(exact["job"]) > 0
+    for mine, want in zip(pg["gpu"] + pg["job"], exact["gpu"] + exact["job"], strict=True):
+        assert _as_sqlite(mine) == pytest.approx(want)
+
+
+def _as_sqlite(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A PostgreSQL row with its datetimes as SQLite stores them."""
+    return tuple(v.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f") if isinstance(v, datetime) else v for v in row)

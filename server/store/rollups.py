@@ -23,7 +23,7 @@ from itertools import islice
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import bindparam, case, select, update
+from sqlalchemy import ARRAY, Float, Integer, bindparam, case, cast, func, select, update
 from sqlalchemy.orm import Session
 
 from gpuwatch.protocol import GpuInfo, GpuSeries, series_periods
@@ -293,42 +293,67 @@ def _greatest(a: Any, b: Any) -> Any:
     return case((a >= b, a), else_=b)
 
 
-def _gpu_upsert(session: Session) -> Any:
+def _gpu_upsert(session: Session, source: Any = None) -> Any:
+    """The GPU rollup upsert: its VALUES bound per row, or (with ``source``) the rows a SELECT gives."""
     table = GpuRollup.__table__
-    stmt = insert_for(session, table)
+    stmt = _insert(session, table, _GPU_KEYS, source)
     ex, c = stmt.excluded, table.c
     sets: dict[str, Any] = {k: c[k] + ex[k] for k in _GPU_SUMS}
     sets.update({k: _greatest(c[k], ex[k]) for k in _GPU_MAXES})
     return stmt.on_conflict_do_update(index_elements=[c.gpu_id, c.minute], set_=sets)
 
 
-def _job_upsert(session: Session) -> Any:
+def _job_upsert(session: Session, source: Any = None) -> Any:
+    """The job rollup upsert, as `_gpu_upsert`; the step columns of a row already there are left alone."""
     table = JobRollup.__table__
-    stmt = insert_for(session, table)
+    stmt = _insert(session, table, _JOB_KEYS, source)
     return stmt.on_conflict_do_update(
         index_elements=["job_id", "rank", "minute"], set_={k: table.c[k] + stmt.excluded[k] for k in _JOB_SUMS}
     )
 
 
+def _insert(session: Session, table: Any, keys: tuple[str, ...], source: Any) -> Any:
+    stmt = insert_for(session, table)
+    return stmt if source is None else stmt.from_select(list(keys), source)
+
+
+def _unnest(table: Any, keys: tuple[str, ...]) -> Any:
+    """``SELECT * FROM unnest(:k1::type[], :k2::type[], …)``: rows from one array parameter per column."""
+    arrays = [cast(bindparam(k), ARRAY(table.c[k].type)) for k in keys]
+    rows = func.unnest(*arrays).table_valued(*keys).render_derived()
+    return select(*(rows.c[k] for k in keys))
+
+
 @dataclass(frozen=True, slots=True)
 class _DriverUpsert:
-    """A rollup upsert compiled once per database, run through the driver's ``executemany`` with rows
-    as tuples. Through SQLAlchemy's own ``execute`` each row cost about 10 µs of parameter processing
-    (a dict, bind processors, defaults) against 2 µs inside SQLite; a flush of 10,000 GPUs writes 20,000
-    rows every 5 s (bench/README.md)."""
+    """A rollup upsert compiled once per database and run by the driver itself. A flush of 10,000 GPUs
+    writes 20,000 rows every 5 s, and through SQLAlchemy's own ``execute`` each row cost about 10 µs of
+    parameter processing (a dict, bind processors, defaults) against 2 µs inside SQLite.
+
+    SQLite takes the rows as tuples through ``executemany``. PostgreSQL takes one statement with an
+    array per column (``INSERT … SELECT FROM unnest(…)``): psycopg's ``executemany`` sends a statement
+    per row, and the server parses, plans and executes each (bench/rollup_flush.py, bench/README.md)."""
 
     sql: str
     keys: tuple[str, ...]
-    positions: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None  # reorders a row for "?" parameters
+    positions: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None  # SQLite: reorders a row for "?"
     minute: Callable[[datetime], Any]  # the minute column's value as the driver takes it
+    kinds: tuple[Callable[[Any], Any], ...] = ()  # PostgreSQL: each column's Python type (int, float, …)
 
     def execute(self, session: Session, rows: list[tuple[Any, ...]]) -> int:
-        """Upsert ``rows`` (tuples in ``keys`` order, the minute already converted); returns how many."""
+        """Upsert ``rows`` (tuples in ``keys`` order, the minute already converted); returns how many.
+        The rows must differ in their keys: one statement cannot update a row twice."""
+        if not rows:
+            return 0
+        connection = session.connection()
         if self.positions is not None:
-            params: list[Any] = [self.positions(row) for row in rows]
-        else:
-            params = [dict(zip(self.keys, row, strict=True)) for row in rows]
-        session.connection().exec_driver_sql(self.sql, params)
+            connection.exec_driver_sql(self.sql, [self.positions(row) for row in rows])
+        else:  # psycopg types an array by its items, and a sum of nothing is the int 0 in a float column
+            columns = zip(*rows, strict=True)
+            params = {
+                k: list(map(kind, column)) for k, kind, column in zip(self.keys, self.kinds, columns, strict=True)
+            }
+            connection.exec_driver_sql(self.sql, params)
         return len(rows)
 
 
@@ -341,14 +366,38 @@ def _driver_upsert(session: Session, model: type[GpuRollup] | type[JobRollup], k
     if found is not None:
         return found
     build = _gpu_upsert if model is GpuRollup else _job_upsert
-    compiled = build(session).compile(dialect=dialect, column_keys=list(keys))
-    positions = None
-    if compiled.positional:
-        assert compiled.positiontup is not None and set(compiled.positiontup) == set(keys), compiled.positiontup
+    table = model.__table__
+    if dialect.name == "postgresql":
+        compiled = build(session, _unnest(table, keys)).compile(dialect=dialect)
+        sql = compiled.string
+        for k in keys:  # psycopg's binary format: PostgreSQL parsing text arrays of floats took 60 % of a flush
+            assert f"%({k})s" in sql, (k, sql)
+            sql = sql.replace(f"%({k})s", f"%({k})b")
+        positions = None
+    else:
+        compiled = build(session).compile(dialect=dialect, column_keys=list(keys))
+        assert compiled.positional and compiled.positiontup is not None, dialect.name
+        assert set(compiled.positiontup) == set(keys), compiled.positiontup
         positions = itemgetter(*(keys.index(name) for name in compiled.positiontup))
+        sql = compiled.string
     # The dialect's own processor (SQLite: SQLAlchemy's text format), as rows written by the ORM hold it:
     # the type's generic one would leave a datetime for the driver to format its own way.
-    column = model.__table__.c.minute.type
-    convert = column.dialect_impl(dialect).bind_processor(dialect) or (lambda minute: minute)
-    found = _compiled[(dialect.name, model.__tablename__)] = _DriverUpsert(compiled.string, keys, positions, convert)
+    column = table.c.minute.type
+    convert = column.dialect_impl(dialect).bind_processor(dialect) or _as_is
+    kinds = tuple(_number_kind(table.c[k].type) for k in keys)
+    found = _DriverUpsert(sql, keys, positions, convert, kinds)
+    _compiled[(dialect.name, model.__tablename__)] = found
     return found
+
+
+def _number_kind(column_type: Any) -> Callable[[Any], Any]:
+    """``int`` or ``float`` for a numeric column (what its array's items must all be), else as is."""
+    if isinstance(column_type, Integer):
+        return int
+    if isinstance(column_type, Float):
+        return float
+    return _as_is
+
+
+def _as_is(value: Any) -> Any:
+    return value
