@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, ProcessCollector
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -49,6 +49,7 @@ def create_app(settings: Settings) -> FastAPI:
     telemetry = Telemetry(settings.ring_size, sample_type=mirror(GpuSample))
     _load_inventory(sessions, telemetry)
     registry = CollectorRegistry()
+    ProcessCollector(registry=registry)  # process_cpu_seconds_total & co: is one core enough (scale-out.md)
     jobs = JobTracker(
         window_s=settings.job_window_s,
         straggler_margin=settings.straggler_margin,

@@ -116,3 +116,11 @@ def test_counters_of_known_label_values_are_at_zero_on_a_fresh_server(live_serve
     assert values("gpuwatch_restarts_total", "job") == {} and values("gpuwatch_xid_events_total", "xid") == {}
     assert "# TYPE gpuwatch_xid_events_total counter" in text
     assert "# TYPE gpuwatch_incident_info gauge" in text and "\ngpuwatch_incident_info{" not in text
+
+
+def test_the_server_exports_its_own_cpu_and_memory(live_server: InProcessServer) -> None:
+    """One process runs on one core: its CPU seconds say when to add a replica (docs/scale-out.md)."""
+    families = {f.name: f for f in text_string_to_metric_families(httpx.get(f"{live_server.url}/metrics").text)}
+    cpu = families["process_cpu_seconds"].samples[0].value
+    rss = families["process_resident_memory_bytes"].samples[0].value
+    assert cpu > 0 and rss > 10 * 2**20
