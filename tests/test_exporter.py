@@ -124,3 +124,18 @@ def test_the_server_exports_its_own_cpu_and_memory(live_server: InProcessServer)
     cpu = families["process_cpu_seconds"].samples[0].value
     rss = families["process_resident_memory_bytes"].samples[0].value
     assert cpu > 0 and rss > 10 * 2**20
+
+
+def test_a_nodes_gpus_are_its_own_in_index_order_however_they_were_learnt() -> None:
+    """`Telemetry.gpus(node)` (an incident's snapshot) finds a node's GPUs by its own index, not by a scan
+    of every GPU: from the inventory, and from samples of GPUs the inventory did not list."""
+    t = Telemetry()
+    for node in ("n1", "n10", "n2"):
+        t.set_inventory(node, [GpuInfo(index=i, uuid=f"{node}-GPU-{i}", name="H100") for i in (3, 0, 1)])
+    add_samples(t, "n1", [GpuSample(ts=1.0, gpu=2, uuid="n1-GPU-2", util_gpu=5.0)], now=1.0)
+    add_samples(t, "n9", [GpuSample(ts=1.0, gpu=7, uuid="n9-GPU-7", util_gpu=5.0)], now=1.0)  # no inventory
+    assert [(s.node, s.info.index) for s in t.gpus("n1")] == [("n1", 0), ("n1", 1), ("n1", 2), ("n1", 3)]
+    assert [(s.node, s.info.uuid) for s in t.gpus("n9")] == [("n9", "n9-GPU-7")]
+    assert t.gpus("unknown") == []
+    assert [(s.node, s.info.index) for s in t.gpus()][:5] == [("n1", 0), ("n1", 1), ("n1", 2), ("n1", 3), ("n10", 0)]
+    assert len(t.gpus()) == 4 + 3 + 3 + 1
