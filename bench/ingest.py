@@ -115,11 +115,11 @@ class _Conn:
             return await self._post(path, body, headers)  # the server closed an idle keep-alive connection
 
     async def _post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes, float | None]:
-        if self._streams is None:
-            self._streams = await asyncio.open_connection(self.host, self.port)
-        reader, writer = self._streams
         head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         try:
+            if self._streams is None:  # a refused or timed-out connect is retried as a failed request is
+                self._streams = await asyncio.open_connection(self.host, self.port)
+            reader, writer = self._streams
             writer.write(
                 f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Length: {len(body)}\r\n{head}\r\n".encode()
                 + body
@@ -196,8 +196,10 @@ async def _node(
     load: Load,
     start: float,
     out: dict[str, Any],
+    register_at: float,
 ) -> None:
     headers = {"Authorization": f"Bearer {token}"}
+    await asyncio.sleep(max(0.0, register_at - time.time()))  # agents start at different times
     gpus = SimulatedCollector(name, load.gpus, seed=index).inventory()  # as an agent registers them
     reg = RegisterRequest(hostname=name, agent_version="bench", collector="simulated", gpus=gpus)
     for _ in range(100):
@@ -251,11 +253,13 @@ def _generator(
     async def run() -> dict[str, Any]:
         out: dict[str, Any] = {"latency": [], "samples": 0, "errors": 0, "lines": 0, "events": 0}
         clients = [_Conn(url) for _ in nodes]
+        now = time.time()
+        spread = max(0.0, start - 1 - now) / len(nodes)  # registrations spread over the lead, not all at once
         try:
             await asyncio.gather(
                 *(
-                    _node(http, name, token, i, payloads[i], load, start, out)
-                    for http, (i, name, token) in zip(clients, nodes, strict=True)
+                    _node(http, name, token, i, payloads[i], load, start, out, now + k * spread)
+                    for k, (http, (i, name, token)) in enumerate(zip(clients, nodes, strict=True))
                 )
             )
         finally:
@@ -336,7 +340,7 @@ def drive(
         ready.get(timeout=600)  # every generator has built its nodes' samples
     batches = len(nodes) * load.duration / load.flush
     build = batches * 0.003 / procs if prebuild else 0.0  # about 3 ms to encode and gzip a batch
-    start = time.time() + 2 + len(nodes) / 1000 + build  # then all register, and the first batches go
+    start = time.time() + 2 + len(nodes) / 200 + build  # the nodes register meanwhile, then batches go
     for go in gos:
         go.put(start)
     rss: list[tuple[float, float]] = []
