@@ -373,18 +373,17 @@ def _driver_upsert(session: Session, model: type[GpuRollup] | type[JobRollup], k
         for k in keys:  # psycopg's binary format: PostgreSQL parsing text arrays of floats took 60 % of a flush
             assert f"%({k})s" in sql, (k, sql)
             sql = sql.replace(f"%({k})s", f"%({k})b")
-        positions = None
+        positions, kinds = None, tuple(_number_kind(table.c[k].type) for k in keys)
     else:
         compiled = build(session).compile(dialect=dialect, column_keys=list(keys))
         assert compiled.positional and compiled.positiontup is not None, dialect.name
         assert set(compiled.positiontup) == set(keys), compiled.positiontup
         positions = itemgetter(*(keys.index(name) for name in compiled.positiontup))
-        sql = compiled.string
+        sql, kinds = compiled.string, ()
     # The dialect's own processor (SQLite: SQLAlchemy's text format), as rows written by the ORM hold it:
     # the type's generic one would leave a datetime for the driver to format its own way.
     column = table.c.minute.type
     convert = column.dialect_impl(dialect).bind_processor(dialect) or _as_is
-    kinds = tuple(_number_kind(table.c[k].type) for k in keys)
     found = _DriverUpsert(sql, keys, positions, convert, kinds)
     _compiled[(dialect.name, model.__tablename__)] = found
     return found

@@ -107,8 +107,7 @@ class Telemetry:
             for info in gpus:
                 state = self._gpus.get((node, info.index))
                 if state is None:
-                    self._gpus[(node, info.index)] = GpuState(node, info, recent=Ring(self._ring_size))
-                    self._indices.setdefault(node, set()).add(info.index)
+                    self._add_gpu(node, info)
                 else:
                     state.info = info
 
@@ -120,9 +119,7 @@ class Telemetry:
             for s in series:
                 state = self._gpus.get((node, s.gpu))
                 if state is None:
-                    info = GpuInfo(index=s.gpu, uuid=s.uuid, name="unknown")
-                    state = self._gpus[(node, s.gpu)] = GpuState(node, info, recent=Ring(self._ring_size))
-                    self._indices.setdefault(node, set()).add(s.gpu)
+                    state = self._add_gpu(node, GpuInfo(index=s.gpu, uuid=s.uuid, name="unknown"))
                 if state.latest is None or s.ts[-1] >= state.latest.ts:
                     state.latest = sample_at(s, len(s.ts) - 1, self._sample_type)
                     state.received_at = now
@@ -168,6 +165,12 @@ class Telemetry:
         with self._lock:
             state = self._gpus.get((node, gpu))
             return state.recent.points() if state and state.recent else []
+
+    def _add_gpu(self, node: str, info: GpuInfo) -> GpuState:
+        """A GPU not known before, kept and indexed under its node (the caller holds the lock)."""
+        state = self._gpus[(node, info.index)] = GpuState(node, info, recent=Ring(self._ring_size))
+        self._indices.setdefault(node, set()).add(info.index)
+        return state
 
     def _node(self, name: str) -> NodeState:
         state = self._nodes.get(name)
