@@ -149,7 +149,10 @@ def test_collectives_and_ddp_allreduce_are_timed_on_two_gloo_ranks(tmp_path: Pat
             assert s.comm_s == pytest.approx(measured, rel=0.10), (rank, s.step)
             assert s.comm_s <= s.duration_s
         assert future.collectives["all_reduce"].count == 1
-        assert future.comm_s == pytest.approx(mine["future"], rel=0.10)
+        # Recorded by a link of the chain the rank waits on, so inside the span the rank timed; how far
+        # inside is the wake-up of the waiting thread (2 ms of 11 on a loaded 2-core CI VM). Timing only
+        # the launch, the bug this guards against, would record a few microseconds.
+        assert 0.5 * mine["future"] <= future.comm_s <= mine["future"], (future.comm_s, mine["future"])
         for s in ddp:
             # The all_reduce inside the hook is the same transfer: counted once, as the DDP op.
             assert set(s.collectives) == {"ddp_allreduce"}, s.collectives
