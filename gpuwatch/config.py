@@ -42,7 +42,17 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8600, ge=0, le=65535)
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, description="request body limit (also after gunzip)")
-    node_timeout_s: float = Field(default=30.0, gt=0, description="a node is down after this long without data")
+    node_timeout_s: float = Field(
+        default=30.0, gt=0, description="a node is down after this long without data (keep it >= backoff_max_s)"
+    )
+    disruption_share: float = Field(
+        default=0.55,
+        gt=0,
+        le=1,
+        description="this share of the nodes unheard at once is a disruption (network, server, database), not "
+        "node failures: their silence incidents wait until it ends",
+    )
+    disruption_min_nodes: int = Field(default=3, ge=1, description="… when it is at least this many nodes")
     ring_size: int = Field(
         default=300, ge=1, description="seconds of history (one point a second) kept in memory per GPU"
     )

@@ -68,10 +68,10 @@ def create_app(settings: Settings) -> FastAPI:
     svc.limits = RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst)
     svc.tokens = TokenCache(settings.token_cache_s)
     svc.writer = BatchWriter(svc, settings.ingest_queue_bytes)
+    silence = SilenceWatch(svc, registry)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        silence = SilenceWatch(svc)
         watchdog = Watchdog(
             [
                 ("hang", lambda: record(svc, svc.jobs.check_hangs())),

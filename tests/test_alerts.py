@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -201,3 +202,63 @@ def test_a_firing_alert_reaches_the_webhook_through_alertmanager(tmp_path: Path,
         "severity": "critical",
     }
     assert alert["annotations"] == {"summary": "delivery test"}
+
+
+@pytest.mark.prometheus
+def test_a_silence_disruption_inhibits_the_nodes_own_alerts_in_alertmanager(tmp_path: Path) -> None:
+    """Many nodes unheard at once pages once (GpuwatchSilenceDisruption), not once per node: the real
+    Alertmanager marks the nodes' alerts of the same scrape job suppressed, and no others."""
+    alertmanager = require_tool("prometheus-alertmanager", "alertmanager")
+    port = free_port()
+    (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(_alertmanager_config_for("http://127.0.0.1:9/hook")))
+    proc = Binary(
+        [
+            alertmanager,
+            f"--config.file={tmp_path / 'alertmanager.yml'}",
+            f"--storage.path={tmp_path / 'am-data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=",
+        ],
+        tmp_path / "alertmanager.log",
+    )
+    api = f"http://127.0.0.1:{port}/api/v2/alerts"
+
+    def alert(name: str, severity: str, **labels: str) -> dict[str, Any]:
+        return {"labels": {"alertname": name, "severity": severity, **labels}}
+
+    sent = [
+        alert("GpuwatchSilenceDisruption", "critical", instance="server:8600", job="gpuwatch"),
+        alert("GpuwatchAgentDown", "warning", node="n1", instance="n1", job="gpuwatch"),
+        alert("GpuwatchNodeSilent", "critical", node="n2", instance="n2", job="gpuwatch"),
+        # Another gpuwatch's node (another scrape job), and an alert of another kind: not held back.
+        alert("GpuwatchAgentDown", "warning", node="n3", instance="n3", job="gpuwatch-b"),
+        alert("GpuFellOffTheBus", "critical", gpu="0", instance="n1", job="gpuwatch"),
+    ]
+    try:
+        wait_until(lambda: _post_json(api, sent), timeout=30, what="Alertmanager taking alerts")
+
+        def states() -> dict[tuple[str, str], str] | None:
+            found = {
+                (a["labels"]["alertname"], a["labels"]["instance"]): a["status"]["state"]
+                for a in httpx.get(api, timeout=5).json()
+            }
+            return found if len(found) == len(sent) and "unprocessed" not in found.values() else None
+
+        found = wait_until(states, timeout=30, what="all five alerts processed")
+    finally:
+        proc.stop()
+    assert found == {
+        ("GpuwatchSilenceDisruption", "server:8600"): "active",
+        ("GpuwatchAgentDown", "n1"): "suppressed",
+        ("GpuwatchNodeSilent", "n2"): "suppressed",
+        ("GpuwatchAgentDown", "n3"): "active",
+        ("GpuFellOffTheBus", "n1"): "active",
+    }
+
+
+def _post_json(url: str, body: Any) -> bool:
+    """POST ``body`` as JSON; False while nothing listens at ``url`` yet."""
+    try:
+        return httpx.post(url, json=body, timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False

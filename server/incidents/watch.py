@@ -9,7 +9,8 @@ A node whose agent has not been heard from for `node_timeout_s` (its `last_seen_
 server replica updates) opens one `node_silent` incident per silence, diagnosed `node_failure` at
 once; the runs of Slurm and Kubernetes jobs on it are failed and get an incident each, so the policy
 restarts them through their executor. Each incident is opened exactly once across replicas (see
-`open_incident`).
+`open_incident`). A server just started, and many nodes falling quiet at once, are not node
+failures (see `SilenceWatch`).
 
 A hung job (the job tracker's detection) opens a `hang` incident on its running run, decided at once.
 """
@@ -20,7 +21,8 @@ import logging
 import time
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import or_, select
+from prometheus_client import CollectorRegistry, Gauge
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from gpuwatch.diagnosis.diagnose import diagnose_hang, diagnose_silence
@@ -96,25 +98,77 @@ def open_hang_incident(svc: Services, job_name: str, node_name: str | None, mess
 class SilenceWatch:
     """Opens a `node_silent` incident once per silence: for a node last heard from (by any server
     replica: `nodes.last_seen_at`) more than `node_timeout_s` ago, unless one was opened since it was
-    last heard from. Nodes silent for more than a day are history, not news."""
+    last heard from. Nodes silent for more than a day are history, not news.
+
+    Silence is counted from when this replica could hear a node at the earliest: a server that was
+    down longer than `node_timeout_s` finds every node stale when it starts, while their agents are
+    still waiting out their retry backoff. So no node is judged silent before the replica has listened
+    for `node_timeout_s`.
+
+    Many nodes falling quiet at once is a disruption (the network, the server's host, the database),
+    not that many node failures; acting on it would fail and exclude a whole cluster's nodes. When at
+    least `disruption_min_nodes` nodes, and `disruption_share` of the nodes not already known to be
+    down, have been unheard for half of `node_timeout_s`, no incident is opened: the disruption is
+    logged and exported (`gpuwatch_silence_disruption_nodes`, alert GpuwatchSilenceDisruption) for a
+    person to judge. When it ends the replica listens afresh, as after a start; nodes still silent
+    then get their incidents. (Kubernetes' node lifecycle controller stops evicting in a zone for the
+    same reason.)"""
 
     HISTORY = timedelta(days=1)
 
-    def __init__(self, svc: Services) -> None:
+    def __init__(self, svc: Services, registry: CollectorRegistry | None = None, started: float | None = None) -> None:
         self._svc = svc
+        self._listening_since = time.time() if started is None else started
+        self._disrupted = 0  # nodes unheard in the disruption under way; 0: none
+        self._gauge = Gauge(
+            "gpuwatch_silence_disruption_nodes",
+            "Nodes unheard at once in a disruption (too many to be node failures), whose silence incidents "
+            "wait for it to end; 0 when there is none.",
+            registry=registry,
+        )
+
+    @property
+    def disrupted(self) -> int:
+        """How many nodes the disruption under way holds back; 0 when there is none."""
+        return self._disrupted
 
     def check(self, now: float | None = None) -> list[int]:
         now = time.time() if now is None else now
         timeout = self._svc.settings.node_timeout_s
         at = datetime.fromtimestamp(now, UTC)
         with self._svc.sessions() as session:
-            silent = session.execute(
+            heard_today = session.scalar(
+                select(func.count()).select_from(Node).where(Node.last_seen_at > at - self.HISTORY)
+            )
+            quiet = session.execute(
                 select(Node.id, Node.name, Node.last_seen_at).where(
-                    Node.last_seen_at < at - timedelta(seconds=timeout), Node.last_seen_at > at - self.HISTORY
+                    Node.last_seen_at > at - self.HISTORY, Node.last_seen_at < at - timedelta(seconds=timeout / 2)
                 )
             ).all()
+            declared = self._declared(session, at) if quiet else {}
+        # Nodes whose silence has its incident already are down, not part of what falls quiet now.
+        never = datetime.min.replace(tzinfo=UTC)
+        unheard = [n for n in quiet if declared.get(n.id, never) < n.last_seen_at]
+        nodes = (heard_today or 0) - (len(quiet) - len(unheard))
+        if self._is_disruption(len(unheard), nodes):
+            if not self._disrupted:
+                log.error(
+                    "%d of %d nodes unheard at once: a disruption (network, server, database), not node "
+                    "failures; their silence incidents wait until it ends",
+                    len(unheard),
+                    nodes,
+                )
+            self._disrupted = len(unheard)
+            self._gauge.set(len(unheard))
+            return []
+        if self._disrupted:
+            log.warning("disruption over (%d of %d nodes unheard): listening afresh", len(unheard), nodes)
+            self._disrupted, self._listening_since = 0, now
+            self._gauge.set(0)
+        if now - self._listening_since < timeout:
+            return []
         opened = []
-        for node_id, name, seen in silent:
+        for node_id, name, seen in (n for n in unheard if n.last_seen_at < at - timedelta(seconds=timeout)):
             with self._svc.sessions() as session:
                 job_id = running_job(session, node_id)
             silent_for = (at - seen).total_seconds()
@@ -134,6 +188,24 @@ class SilenceWatch:
                 ) is not None:
                     opened.append(run_incident)
         return opened
+
+    def _declared(self, session: Session, at: datetime) -> dict[int, datetime]:
+        """When each node's latest silence incident of the last day was opened."""
+        rows = session.execute(
+            select(Incident.node_id, func.max(Incident.opened_at))
+            .where(
+                Incident.trigger == "node_silent",
+                Incident.run_id.is_(None),
+                Incident.node_id.is_not(None),
+                Incident.opened_at > at - self.HISTORY,
+            )
+            .group_by(Incident.node_id)
+        )
+        return {node_id: opened for node_id, opened in rows}
+
+    def _is_disruption(self, unheard: int, nodes: int) -> bool:
+        settings = self._svc.settings
+        return unheard >= settings.disruption_min_nodes and unheard >= settings.disruption_share * nodes
 
     def _fail_scheduled_runs(self, node_id: int) -> list[int]:
         """The running runs of Slurm/Kubernetes jobs on the node, now failed: their scheduler restarts them
