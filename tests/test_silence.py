@@ -1,9 +1,9 @@
 """When silence is a node failure and when it is not: after a server outage, and when many nodes fall
 quiet at once (a disruption of the network, the server's host or the database).
 
-The checks are driven with an explicit clock against a real database: nodes' last words are written
-where the ingest path writes them (`nodes.last_seen_at`). The last test runs the server's own watchdog
-over real HTTP heartbeats and reads the exported gauge.
+The checks are driven with an explicit clock against a real database (SQLite, then PostgreSQL): nodes'
+last words are written where the ingest path writes them (`nodes.last_seen_at`). The last test runs
+the server's own watchdog over real HTTP heartbeats and reads the exported gauge.
 """
 
 from __future__ import annotations
@@ -72,10 +72,10 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    url = migrated_sqlite(tmp_path)
+def cluster(tmp_path: Path, db_url: str) -> Iterator[Cluster]:
+    """On SQLite and on PostgreSQL: the check is one query of counts, compared by each database."""
     # The app's own watchdog checks hourly: only the checks the tests make run.
-    settings = Settings(data_dir=tmp_path, database_url=url, node_timeout_s=TIMEOUT_S, hang_check_s=3600)
+    settings = Settings(data_dir=tmp_path, database_url=db_url, node_timeout_s=TIMEOUT_S, hang_check_s=3600)
     with InProcessServer(settings) as srv:
         yield Cluster(srv, CollectorRegistry())
 

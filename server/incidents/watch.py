@@ -136,39 +136,58 @@ class SilenceWatch:
         now = time.time() if now is None else now
         timeout = self._svc.settings.node_timeout_s
         at = datetime.fromtimestamp(now, UTC)
-        with self._svc.sessions() as session:
-            heard_today = session.scalar(
-                select(func.count()).select_from(Node).where(Node.last_seen_at > at - self.HISTORY)
+        half, full = at - timedelta(seconds=timeout / 2), at - timedelta(seconds=timeout)
+        # Nodes heard in the last day whose silence, if any, has no incident yet: a node already known
+        # to be down is not part of what falls quiet now.
+        latest = (
+            select(Incident.node_id, func.max(Incident.opened_at).label("opened"))
+            .where(
+                Incident.trigger == "node_silent",
+                Incident.run_id.is_(None),
+                Incident.opened_at > at - self.HISTORY,
             )
-            quiet = session.execute(
-                select(Node.id, Node.name, Node.last_seen_at).where(
-                    Node.last_seen_at > at - self.HISTORY, Node.last_seen_at < at - timedelta(seconds=timeout / 2)
-                )
-            ).all()
-            declared = self._declared(session, at) if quiet else {}
-        # Nodes whose silence has its incident already are down, not part of what falls quiet now.
-        never = datetime.min.replace(tzinfo=UTC)
-        unheard = [n for n in quiet if declared.get(n.id, never) < n.last_seen_at]
-        nodes = (heard_today or 0) - (len(quiet) - len(unheard))
-        if self._is_disruption(len(unheard), nodes):
+            .group_by(Incident.node_id)
+            .subquery()
+        )
+        up = (
+            select(Node.id, Node.name, Node.last_seen_at)
+            .outerjoin(latest, latest.c.node_id == Node.id)
+            .where(
+                Node.last_seen_at > at - self.HISTORY,
+                or_(latest.c.opened.is_(None), latest.c.opened < Node.last_seen_at),
+            )
+            .subquery()
+        )
+        with self._svc.sessions() as session:
+            nodes = unheard = 0
+            quiet = select(Node.id).where(Node.last_seen_at > at - self.HISTORY, Node.last_seen_at < half).limit(1)
+            if session.scalar(quiet) is not None:  # the usual answer, and cheaper to get than the counts
+                nodes, unheard = session.execute(
+                    select(func.count(), func.count().filter(up.c.last_seen_at < half)).select_from(up)
+                ).one()
+            disruption = self._is_disruption(unheard, nodes)
+            silent = []
+            if unheard and not disruption:
+                silent = list(session.execute(select(up).where(up.c.last_seen_at < full)))
+        if disruption:
             if not self._disrupted:
                 log.error(
                     "%d of %d nodes unheard at once: a disruption (network, server, database), not node "
                     "failures; their silence incidents wait until it ends",
-                    len(unheard),
+                    unheard,
                     nodes,
                 )
-            self._disrupted = len(unheard)
-            self._gauge.set(len(unheard))
+            self._disrupted = unheard
+            self._gauge.set(unheard)
             return []
         if self._disrupted:
-            log.warning("disruption over (%d of %d nodes unheard): listening afresh", len(unheard), nodes)
+            log.warning("disruption over (%d nodes unheard): listening afresh", unheard)
             self._disrupted, self._listening_since = 0, now
             self._gauge.set(0)
         if now - self._listening_since < timeout:
             return []
         opened = []
-        for node_id, name, seen in (n for n in unheard if n.last_seen_at < at - timedelta(seconds=timeout)):
+        for node_id, name, seen in silent:
             with self._svc.sessions() as session:
                 job_id = running_job(session, node_id)
             silent_for = (at - seen).total_seconds()
@@ -188,20 +207,6 @@ class SilenceWatch:
                 ) is not None:
                     opened.append(run_incident)
         return opened
-
-    def _declared(self, session: Session, at: datetime) -> dict[int, datetime]:
-        """When each node's latest silence incident of the last day was opened."""
-        rows = session.execute(
-            select(Incident.node_id, func.max(Incident.opened_at))
-            .where(
-                Incident.trigger == "node_silent",
-                Incident.run_id.is_(None),
-                Incident.node_id.is_not(None),
-                Incident.opened_at > at - self.HISTORY,
-            )
-            .group_by(Incident.node_id)
-        )
-        return {node_id: opened for node_id, opened in rows}
 
     def _is_disruption(self, unheard: int, nodes: int) -> bool:
         settings = self._svc.settings
