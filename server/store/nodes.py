@@ -63,7 +63,24 @@ def register(session: Session, node: Node, req: RegisterRequest) -> list[Gpu]:
     node.collector = req.collector
     node.driver_version = req.driver_version
     node.registered_at = node.last_seen_at = now
-    return [upsert_gpu(session, node.id, info, now) for info in req.gpus]
+    # Two queries and one flush for the whole inventory, not two and a flush per GPU: 12,500 nodes
+    # registering at once (an agent rollout) was minutes of a core (bench/register.py).
+    mine = {g.index: g for g in session.scalars(select(Gpu).where(Gpu.node_id == node.id))}
+    new = [info.uuid for info in req.gpus if info.index not in mine]
+    elsewhere = {g.uuid: g for g in session.scalars(select(Gpu).where(Gpu.uuid.in_(new)))} if new else {}
+    gpus = []
+    for info in req.gpus:
+        gpu = mine.get(info.index)
+        if gpu is None:
+            # A GPU with this UUID seen elsewhere before (moved, or a node renamed) keeps its row.
+            gpu = elsewhere.get(info.uuid) or Gpu(uuid=info.uuid)
+            gpu.node_id, gpu.index = node.id, info.index
+            session.add(gpu)
+            mine[info.index] = gpu  # an index listed twice: the second describes the same row
+        _describe(gpu, info, now)
+        gpus.append(gpu)
+    session.flush()
+    return gpus
 
 
 def upsert_gpu(session: Session, node_id: int, info: GpuInfo, now: datetime) -> Gpu:
@@ -73,10 +90,14 @@ def upsert_gpu(session: Session, node_id: int, info: GpuInfo, now: datetime) -> 
         gpu = session.scalar(select(Gpu).where(Gpu.uuid == info.uuid)) or Gpu(uuid=info.uuid)
         gpu.node_id, gpu.index = node_id, info.index
         session.add(gpu)
+    _describe(gpu, info, now)
+    session.flush()
+    return gpu
+
+
+def _describe(gpu: Gpu, info: GpuInfo, now: datetime) -> None:
     gpu.uuid = info.uuid
     gpu.model = info.name
     gpu.memory_total_mib = info.memory_total_mib
     gpu.pci_bus_id = info.pci_bus_id
     gpu.last_seen_at = now
-    session.flush()
-    return gpu
