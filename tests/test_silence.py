@@ -29,6 +29,7 @@ from server.store.models import Incident, Job, Node, Run
 from tests.helpers import InProcessServer, migrated_sqlite, new_token, wait_until
 
 TIMEOUT_S = 30.0
+JUDGED_S = TIMEOUT_S * (1 + SilenceWatch.SETTLE)  # unheard this long, a node is judged silent
 # The clock of these checks: an hour ago, so that incidents, stamped with the real time, come after
 # every last word the tests write.
 T = time.time() - 3600
@@ -93,13 +94,31 @@ def test_a_restarted_server_judges_no_node_silent_before_it_has_listened_node_ti
 
 @pytest.mark.parametrize(("count", "quiet"), [(5, 2), (10, 3)])
 def test_a_few_nodes_falling_silent_are_node_failures(cluster: Cluster, count: int, quiet: int) -> None:
-    """Below disruption_min_nodes (3), or below disruption_share (0.55) of the nodes: one incident each."""
+    """Below disruption_min_nodes (3), or below disruption_share (0.55) of the nodes: one incident each,
+    once they have been unheard for half a node_timeout_s longer than it takes to count as down."""
     names = cluster.nodes(count)
-    cluster.heard(T + TIMEOUT_S + 5, *names[quiet:])
     watch = cluster.watch()
-    assert len(watch.check(T + TIMEOUT_S + 5)) == quiet
+    now = T + TIMEOUT_S + 5
+    cluster.heard(now - 1, *names[quiet:])
+    assert watch.check(now) == []
+    now = T + JUDGED_S + 1
+    cluster.heard(now - 1, *names[quiet:])
+    assert len(watch.check(now)) == quiet
     assert cluster.silent_nodes() == names[:quiet]
     assert watch.disrupted == 0 and cluster.held() == 0
+
+
+def test_a_disruption_whose_nodes_fell_quiet_seconds_apart_judges_none_of_them(cluster: Cluster) -> None:
+    """A partition's nodes' last words are spread by their flush period and the server's write cadence:
+    the first of them is not judged before the last counts as unheard."""
+    names = cluster.nodes(5)
+    cluster.heard(T + 8, "n1")
+    cluster.heard(T + 12, "n2")
+    watch = cluster.watch()
+    for now in (T + TIMEOUT_S + 1, T + TIMEOUT_S + 8, T + TIMEOUT_S + 13, T + JUDGED_S + 1):
+        cluster.heard(now - 1, *names[3:])
+        assert watch.check(now) == []
+    assert cluster.silent_nodes() == [] and watch.disrupted == 3
 
 
 def test_many_nodes_falling_silent_at_once_are_a_disruption_and_open_nothing(cluster: Cluster) -> None:
@@ -136,11 +155,11 @@ def test_many_nodes_falling_silent_at_once_are_a_disruption_and_open_nothing(clu
 
 
 def test_nodes_already_known_silent_do_not_make_a_new_failure_a_disruption(cluster: Cluster) -> None:
-    """Three dead nodes with their incidents, then a fourth of six dies: that is one node failure, not
-    four of six nodes unheard at once."""
+    """Two dead nodes with their incidents, then a third of six dies: that is one node failure, not
+    three of six nodes unheard at once."""
     names = cluster.nodes(6)
     watch = cluster.watch()
-    now = T + TIMEOUT_S + 1
+    now = T + JUDGED_S + 1
     cluster.heard(now - 1, *names[2:])
     assert len(watch.check(now)) == 2  # n0, n1: two node failures
     now += 60

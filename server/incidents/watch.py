@@ -5,7 +5,7 @@ as an NVML event or an NVRM line of the node's kernel stream, opens an `xid` inc
 unless one was opened for it within `incident_dedupe_s`: an Xid storm is one incident. Lines older
 than the look-back (a kernel buffer replayed by a freshly started agent) open nothing.
 
-A node whose agent has not been heard from for `node_timeout_s` (its `last_seen_at`, which every
+A node whose agent has not been heard from for one and a half `node_timeout_s` (its `last_seen_at`, which every
 server replica updates) opens one `node_silent` incident per silence, diagnosed `node_failure` at
 once; the runs of Slurm and Kubernetes jobs on it are failed and get an incident each, so the policy
 restarts them through their executor. Each incident is opened exactly once across replicas (see
@@ -108,12 +108,17 @@ class SilenceWatch:
     Many nodes falling quiet at once is a disruption (the network, the server's host, the database),
     not that many node failures; acting on it would fail and exclude a whole cluster's nodes. When at
     least `disruption_min_nodes` nodes, and `disruption_share` of the nodes not already known to be
-    down, have been unheard for half of `node_timeout_s`, no incident is opened: the disruption is
-    logged and exported (`gpuwatch_silence_disruption_nodes`, alert GpuwatchSilenceDisruption) for a
-    person to judge. When it ends the replica listens afresh, as after a start; nodes still silent
-    then get their incidents. (Kubernetes' node lifecycle controller stops evicting in a zone for the
-    same reason.)"""
+    down, are unheard for `node_timeout_s`, no incident is opened: the disruption is logged and
+    exported (`gpuwatch_silence_disruption_nodes`, alert GpuwatchSilenceDisruption) for a person to
+    judge. When it ends the replica listens afresh, as after a start; nodes still silent then get
+    their incidents. (Kubernetes' node lifecycle controller stops evicting in a zone for the same
+    reason.) The nodes of a disruption do not fall quiet in the same second: their last words are
+    spread by their agents' flush period and by how often the server writes `last_seen_at`. So a node
+    is judged silent only half a `node_timeout_s` after it counts as unheard (`SETTLE`), by when the
+    rest of a disruption has shown."""
 
+    #: How much longer than node_timeout_s a node is unheard before it is judged silent.
+    SETTLE = 0.5
     HISTORY = timedelta(days=1)
 
     def __init__(self, svc: Services, registry: CollectorRegistry | None = None, started: float | None = None) -> None:
@@ -136,7 +141,8 @@ class SilenceWatch:
         now = time.time() if now is None else now
         timeout = self._svc.settings.node_timeout_s
         at = datetime.fromtimestamp(now, UTC)
-        half, full = at - timedelta(seconds=timeout / 2), at - timedelta(seconds=timeout)
+        unheard_before = at - timedelta(seconds=timeout)
+        silent_before = at - timedelta(seconds=timeout * (1 + self.SETTLE))
         # Nodes heard in the last day whose silence, if any, has no incident yet: a node already known
         # to be down is not part of what falls quiet now.
         latest = (
@@ -160,15 +166,19 @@ class SilenceWatch:
         )
         with self._svc.sessions() as session:
             nodes = unheard = 0
-            quiet = select(Node.id).where(Node.last_seen_at > at - self.HISTORY, Node.last_seen_at < half).limit(1)
-            if session.scalar(quiet) is not None:  # the usual answer, and cheaper to get than the counts
+            quiet = (
+                select(Node.id)
+                .where(Node.last_seen_at > at - self.HISTORY, Node.last_seen_at < unheard_before)
+                .limit(1)
+            )
+            if session.scalar(quiet) is not None:  # usually none is: cheaper to learn than the counts
                 nodes, unheard = session.execute(
-                    select(func.count(), func.count().filter(up.c.last_seen_at < half)).select_from(up)
+                    select(func.count(), func.count().filter(up.c.last_seen_at < unheard_before)).select_from(up)
                 ).one()
             disruption = self._is_disruption(unheard, nodes)
             silent = []
             if unheard and not disruption:
-                silent = list(session.execute(select(up).where(up.c.last_seen_at < full)))
+                silent = list(session.execute(select(up).where(up.c.last_seen_at < silent_before)))
         if disruption:
             if not self._disrupted:
                 log.error(
