@@ -21,11 +21,12 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import select, update
 
 from gpuwatch.config import Settings
-from gpuwatch.protocol import Heartbeat
+from gpuwatch.protocol import Batch, GpuSample, Heartbeat
 from server.api.deps import Services
 from server.incidents.watch import SilenceWatch
-from server.store.db import transaction
+from server.store.db import make_engine, make_sessionmaker, transaction
 from server.store.models import Incident, Job, Node, Run
+from server.store.nodes import LastSeen, get_or_create_node
 from tests.helpers import InProcessServer, migrated_sqlite, new_token, wait_until
 
 TIMEOUT_S = 30.0
@@ -205,3 +206,39 @@ def test_the_server_holds_a_disruption_and_exports_it(tmp_path: Path) -> None:
             return silent() == ["b", "c"]
 
         wait_until(a_beats_until_b_and_c_are_silent, timeout=15, what="b and c silent, a not")
+
+
+def test_a_nodes_last_seen_is_written_with_its_batch_not_with_the_rollups(tmp_path: Path) -> None:
+    """The ack of a batch means the node's last_seen_at is stored, even with rollups held an hour."""
+    url = migrated_sqlite(tmp_path)
+    settings = Settings(data_dir=tmp_path, database_url=url, rollup_flush_s=3600, hang_check_s=3600)
+    with InProcessServer(settings) as srv:
+        token = new_token(url, "n")
+        before = datetime.now(UTC)
+        body = Batch(batch_id=1, samples=[GpuSample(ts=time.time(), gpu=0, uuid="GPU-0", util_gpu=50.0)])
+        resp = httpx.post(
+            f"{srv.url}/api/v1/ingest",
+            content=body.model_dump_json(),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        assert resp.status_code == 200, resp.text
+        with srv.services.sessions() as session:  # compared in SQL, as the silence check compares it
+            assert session.scalars(select(Node.name).where(Node.last_seen_at >= before)).all() == ["n"]
+
+
+def test_last_seen_is_written_at_most_every_so_often(db_url: str) -> None:
+    engine = make_engine(db_url)
+    sessions = make_sessionmaker(engine)
+    try:
+        with transaction(sessions) as session:
+            ids = [get_or_create_node(session, name).id for name in ("a", "b")]
+        seen = LastSeen(every_s=0.5)
+        t = time.time()
+        for now, nodes, written in [(t, ids, 2), (t + 0.4, ids, 0), (t + 0.5, ids[:1], 1), (t + 0.7, ids, 1)]:
+            with transaction(sessions) as session:
+                assert seen.write(session, nodes, now=now) == written, now - t
+        with sessions() as session:
+            rows = dict(session.execute(select(Node.id, Node.last_seen_at)).all())
+        assert [rows[i].timestamp() for i in ids] == pytest.approx([t + 0.5, t + 0.7], abs=1e-5)
+    finally:
+        engine.dispose()

@@ -322,5 +322,5 @@ def test_live_replay_measures_detection_and_decisions_on_a_real_server(tmp_path:
     ]
     assert result.decisions == {"notify": 1, "restart": 2}
     assert all(0 < s < 5 for s in result.decision_s)
-    # node_timeout_s, then the next check; last_seen_at is written at most every 5 s (server/store/rollups.py)
+    # 1.5 x node_timeout_s, then the next check; last_seen_at is written with batches (server/store/nodes.py)
     assert 1.0 <= result.detection_s["node_silent"][0] < 10

@@ -45,6 +45,7 @@ from server.api.fastdecode import decode_batch
 from server.store.db import transaction
 from server.store.ingest import StoreResult, store_batches
 from server.store.models import Node
+from server.store.nodes import NODE_SEEN_EVERY_S, LastSeen
 
 if TYPE_CHECKING:
     from server.api.deps import Services
@@ -95,6 +96,7 @@ class BatchWriter:
         self._thread: threading.Thread | None = None
         self._flush_here = svc.engine.dialect.name == "sqlite"  # see the module docstring
         self._last_group = -math.inf  # time.monotonic() when the last group was stored
+        self._seen = LastSeen(min(NODE_SEEN_EVERY_S, svc.settings.node_timeout_s / 6))
 
     def check_room(self) -> None:
         """503 now if the queue is full: called before the body is read and gunzipped for nothing."""
@@ -237,6 +239,7 @@ class BatchWriter:
         assert len(pairs) == len(items), "only decoded batches are committed"
         with transaction(self._svc.sessions) as session:
             results = store_batches(session, pairs)
+            self._seen.write(session, (node.id for node, _ in pairs))
             if rollups.flush_s == 0:
                 for (node, batch), result in zip(pairs, results, strict=True):
                     if not result.ack.duplicate:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import secrets
+import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from sqlalchemy import select, update
@@ -13,6 +16,8 @@ from gpuwatch.protocol import GpuInfo, RegisterRequest
 from server.store.models import ApiToken, Gpu, Node, utcnow
 
 TOKEN_PREFIX = "gwn_"
+#: How often a node's last_seen_at is written with its batches, at most (`LastSeen`).
+NODE_SEEN_EVERY_S = 5.0
 
 
 def hash_token(token: str) -> str:
@@ -101,3 +106,27 @@ def _describe(gpu: Gpu, info: GpuInfo, now: datetime) -> None:
     gpu.memory_total_mib = info.memory_total_mib
     gpu.pci_bus_id = info.pci_bus_id
     gpu.last_seen_at = now
+
+
+class LastSeen:
+    """Nodes' `last_seen_at`, written in the transaction that stores their batches, each node's at most
+    every ``every_s`` (1,250 nodes' every batch would be 250 updates a second for nothing). Silence
+    detection reads it (every replica's), so ``every_s`` must be well under `node_timeout_s`: the server
+    uses a sixth of it, at most `NODE_SEEN_EVERY_S`.
+
+    A node is marked written before its transaction commits: if that rolls back, its next write comes
+    at most ``every_s`` late, which the margin above absorbs."""
+
+    def __init__(self, every_s: float) -> None:
+        self.every_s = every_s
+        self._written: dict[int, float] = {}  # nodes.id → when its last_seen_at was last written
+
+    def write(self, session: Session, node_ids: Iterable[int], now: float | None = None) -> int:
+        """Write ``now`` as the last-seen time of those of ``node_ids`` that are due; how many were."""
+        now = time.time() if now is None else now
+        due = [i for i in set(node_ids) if now - self._written.get(i, -math.inf) >= self.every_s]
+        if due:
+            seen = datetime.fromtimestamp(now, UTC)
+            session.execute(update(Node), [{"id": i, "last_seen_at": seen} for i in due])
+            self._written.update(dict.fromkeys(due, now))
+        return len(due)

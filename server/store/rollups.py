@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from gpuwatch.protocol import GpuInfo, GpuSeries, series_periods
 from server.store.jobs import IDLE_UTIL, job_ids
-from server.store.models import Gpu, GpuRollup, JobRollup, Node
+from server.store.models import Gpu, GpuRollup, JobRollup
 from server.store.nodes import upsert_gpu
 from server.store.upsert import insert_for
 
@@ -41,9 +41,10 @@ _GPU_KEYS = ("gpu_id", "minute", *_GPU_SUMS, *_GPU_MAXES)
 _JOB_STEP_COLUMNS = ("steps", "step_seconds", "comm_seconds", "tokens", "samples")  # written from step reports
 _JOB_UNTOUCHED = (0, 0.0, 0.0, 0.0, 0.0)  # a new row's step columns
 _JOB_KEYS = ("job_id", "rank", "minute", *_JOB_SUMS, *_JOB_STEP_COLUMNS)
-#: How often each row's last_seen_at is written, at most: a node's is read by silence detection (every
-#: replica's), a GPU's only by people; writing 10,000 GPUs' every 5 s was a tenth of a flush.
-SEEN_EVERY_S = {"node": 5.0, "gpu": 60.0}
+#: How often a GPU's last_seen_at is written, at most: only people read it, and writing 10,000 GPUs'
+#: every 5 s was a tenth of a flush. (A node's, which silence detection reads, is written with its
+#: batches: `server.store.nodes.LastSeen`.)
+GPU_SEEN_EVERY_S = 60.0
 
 
 @dataclass(slots=True)
@@ -54,13 +55,11 @@ class _Pending:
     uuids: dict[tuple[int, int], tuple[str, float | None]] = field(default_factory=dict)  # (node, index)
     jobs: dict[tuple[str, int, datetime], list[float]] = field(default_factory=dict)  # (job, rank, minute)
     gpu_seen: dict[tuple[int, int], float] = field(default_factory=dict)
-    node_seen: dict[int, float] = field(default_factory=dict)
 
     def take(self, n: int) -> _Pending:
-        """Up to ``n`` GPU rows and ``n`` job rows, removed from here (with every node's last-seen time).
-        The GPUs' identities and last-seen times are copied, not moved: later slices may need them."""
-        out = _Pending(node_seen=self.node_seen)
-        self.node_seen = {}
+        """Up to ``n`` GPU rows and ``n`` job rows, removed from here. The GPUs' identities and last-seen
+        times are copied, not moved: later slices may need them."""
+        out = _Pending()
         for key in list(islice(self.gpus, n)):
             out.gpus[key] = self.gpus.pop(key)
             gpu = key[:2]
@@ -71,7 +70,7 @@ class _Pending:
         return out
 
     def empty(self) -> bool:
-        return not (self.gpus or self.jobs or self.node_seen)
+        return not (self.gpus or self.jobs)
 
     def merge(self, other: _Pending) -> None:
         for key, acc in other.gpus.items():
@@ -81,8 +80,6 @@ class _Pending:
         self.uuids.update(other.uuids)
         for k, ts in other.gpu_seen.items():
             self.gpu_seen[k] = max(ts, self.gpu_seen.get(k, 0.0))
-        for k, ts in other.node_seen.items():
-            self.node_seen[k] = max(ts, self.node_seen.get(k, 0.0))
 
 
 def _fold_job(into: dict[Any, list[float]], key: Any, *sums: float) -> None:
@@ -107,7 +104,7 @@ def _fold_gpu(into: dict[Any, list[float]], key: Any, acc: list[float]) -> None:
 
 
 class RollupBuffer:
-    """Rollups and last-seen times waiting for their flush; safe to use from many request threads."""
+    """Rollups and GPUs' last-seen times waiting for their flush; safe to use from many request threads."""
 
     def __init__(self, flush_s: float, clock: Any = time.monotonic) -> None:
         self.flush_s = flush_s
@@ -117,29 +114,28 @@ class RollupBuffer:
         self._pending = _Pending()
         self._draining: _Pending | None = None  # what a flush in slices has still to write
         self._last_flush = clock()
-        self._seen_written: dict[tuple[str, int], float] = {}  # ("node"|"gpu", id) → ts last written
+        self._seen_written: dict[int, float] = {}  # gpus.id → the last-seen time last written
         self._gpu_ids: dict[tuple[int, int], int] = {}  # (node id, index) → gpus.id, learnt by flushes
 
-    def add(self, node_id: int, series: Iterable[GpuSeries], now: float | None = None) -> None:
-        """Fold ``series`` (in time order) of ``node_id`` into the pending sums (and note the node as
-        seen at ``now``)."""
-        part = self._fold(node_id, series, now)
+    def add(self, node_id: int, series: Iterable[GpuSeries]) -> None:
+        """Fold ``series`` (in time order) of ``node_id`` into the pending sums."""
+        part = self._fold(node_id, series)
         with self._lock:
             self._pending.merge(part)
 
     def write(self, session: Session, node_id: int, series: Iterable[GpuSeries]) -> int:
         """Write the rollups of ``series`` now, in ``session``'s transaction, bypassing the buffer."""
         try:
-            return self._write(session, self._fold(node_id, series, None))
+            return self._write(session, self._fold(node_id, series))
         except BaseException:
             self._gpu_ids.clear()  # GPU rows inserted by this transaction are rolled back with it
             raise
 
     @staticmethod
-    def _fold(node_id: int, series: Iterable[GpuSeries], now: float | None) -> _Pending:
+    def _fold(node_id: int, series: Iterable[GpuSeries]) -> _Pending:
         """The series' sums by (GPU, minute) and (job, rank, minute): each minute's slice of each column
         summed with builtins."""
-        part = _Pending(node_seen={node_id: time.time() if now is None else now})
+        part = _Pending()
         for s in series:
             ts, n = s.ts, len(s.ts)
             periods = series_periods(s)
@@ -242,8 +238,7 @@ class RollupBuffer:
                 for (name, rank, minute), acc in p.jobs.items()
             ]
             written += stmt.execute(session, rows)
-        self._write_seen(session, Gpu, {gpu_ids[k]: ts for k, ts in p.gpu_seen.items()}, "gpu")
-        self._write_seen(session, Node, p.node_seen, "node")
+        self._write_seen(session, {gpu_ids[k]: ts for k, ts in p.gpu_seen.items()})
         return written
 
     def _ids(self, session: Session, p: _Pending) -> dict[tuple[int, int], int]:
@@ -261,16 +256,16 @@ class RollupBuffer:
                 ids[(node, index)] = upsert_gpu(session, node, info, seen).id
         return ids
 
-    def _write_seen(self, session: Session, model: type[Gpu] | type[Node], seen: dict[int, float], kind: str) -> None:
-        """Last-seen times, each row at most every `SEEN_EVERY_S` of its kind."""
+    def _write_seen(self, session: Session, seen: dict[int, float]) -> None:
+        """GPUs' last-seen times, each row at most every `GPU_SEEN_EVERY_S`."""
         due = [
             {"row_id": row_id, "seen": datetime.fromtimestamp(ts, UTC)}
             for row_id, ts in seen.items()
-            if ts - self._seen_written.get((kind, row_id), 0.0) >= SEEN_EVERY_S[kind]
+            if ts - self._seen_written.get(row_id, 0.0) >= GPU_SEEN_EVERY_S
         ]
         if not due:
             return
-        table = model.__table__
+        table = Gpu.__table__
         stmt = (
             update(table)
             .where(table.c.id == bindparam("row_id"))
@@ -278,7 +273,7 @@ class RollupBuffer:
         )
         session.connection().execute(stmt, due)
         for row in due:
-            self._seen_written[(kind, row["row_id"])] = row["seen"].timestamp()
+            self._seen_written[row["row_id"]] = row["seen"].timestamp()
 
 
 def _total(column: list[Any] | None, start: int, end: int) -> float:
