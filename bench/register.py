@@ -21,23 +21,35 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import create_engine, make_url, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpuwatch.protocol import GpuInfo, RegisterRequest
 from server.store.db import make_engine, make_sessionmaker, transaction
 from server.store.migrate import upgrade
-from server.store.models import Node
-from server.store.nodes import get_or_create_node, register, upsert_gpu
+from server.store.models import Gpu, Node
+from server.store.nodes import get_or_create_node, register
 
 Way = Callable[..., object]
 
 
 def per_gpu(session: Session, node: Node, req: RegisterRequest) -> object:
-    """The way before: each GPU looked up, written and flushed on its own."""
+    """The way before (commit 50280ea), kept here as the reference: each GPU looked up by index, else
+    by UUID, then written and flushed on its own."""
     now = datetime.now(UTC)
     node.registered_at = node.last_seen_at = now
-    return [upsert_gpu(session, node.id, info, now) for info in req.gpus]
+    gpus = []
+    for info in req.gpus:
+        gpu = session.scalar(select(Gpu).where(Gpu.node_id == node.id, Gpu.index == info.index))
+        if gpu is None:
+            gpu = session.scalar(select(Gpu).where(Gpu.uuid == info.uuid)) or Gpu(uuid=info.uuid)
+            gpu.node_id, gpu.index = node.id, info.index
+            session.add(gpu)
+        gpu.uuid, gpu.model, gpu.memory_total_mib = info.uuid, info.name, info.memory_total_mib
+        gpu.pci_bus_id, gpu.last_seen_at = info.pci_bus_id, now
+        session.flush()
+        gpus.append(gpu)
+    return gpus
 
 
 def _request(name: str, gpus: int) -> RegisterRequest:

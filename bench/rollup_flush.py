@@ -20,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from server.store.db import make_engine, make_sessionmaker, transaction  # noqa:
 from server.store.jobs import job_ids  # noqa: E402
 from server.store.migrate import upgrade  # noqa: E402
 from server.store.models import Node  # noqa: E402
-from server.store.nodes import upsert_gpu  # noqa: E402
+from server.store.nodes import upsert_gpus  # noqa: E402
 
 
 def _through_sqlalchemy(buffer: rollups.RollupBuffer, session: Any, p: Any) -> int:
@@ -67,13 +68,13 @@ def main() -> None:
     sessions = make_sessionmaker(make_engine(url))
     load = Load(nodes=args.nodes, gpus=8, hz=10, flush=5, duration=60, warmup=0)
     nodes = []
+    now = datetime.now(UTC)
     with transaction(sessions) as session:
         for i in range(args.nodes):
             node = Node(name=f"node-{i:05d}")
             session.add(node)
             session.flush()
-            for info in SimulatedCollector(node.name, load.gpus, seed=i).inventory():
-                upsert_gpu(session, node.id, info, None)
+            upsert_gpus(session, node.id, SimulatedCollector(node.name, load.gpus, seed=i).inventory(), now)
             nodes.append((node.id, _series(_templates(node.name, i, load))))
     gc.collect()
     gc.freeze()  # as the server does: what was built so far is never scanned again

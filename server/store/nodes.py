@@ -68,36 +68,29 @@ def register(session: Session, node: Node, req: RegisterRequest) -> list[Gpu]:
     node.collector = req.collector
     node.driver_version = req.driver_version
     node.registered_at = node.last_seen_at = now
-    # Two queries and one flush for the whole inventory, not two and a flush per GPU: 12,500 nodes
-    # registering at once (an agent rollout) was minutes of a core (bench/register.py).
-    mine = {g.index: g for g in session.scalars(select(Gpu).where(Gpu.node_id == node.id))}
-    new = [info.uuid for info in req.gpus if info.index not in mine]
+    return upsert_gpus(session, node.id, req.gpus, now)
+
+
+def upsert_gpus(session: Session, node_id: int, infos: list[GpuInfo], now: datetime) -> list[Gpu]:
+    """The node's GPUs for ``infos``, matched by index, created or described anew; one flush. Two queries
+    for the whole inventory, not two and a flush per GPU: 12,500 nodes registering at once (an agent
+    rollout) was minutes of a core (bench/register.py)."""
+    mine = {g.index: g for g in session.scalars(select(Gpu).where(Gpu.node_id == node_id))}
+    new = [info.uuid for info in infos if info.index not in mine]
     elsewhere = {g.uuid: g for g in session.scalars(select(Gpu).where(Gpu.uuid.in_(new)))} if new else {}
     gpus = []
-    for info in req.gpus:
+    for info in infos:
         gpu = mine.get(info.index)
         if gpu is None:
             # A GPU with this UUID seen elsewhere before (moved, or a node renamed) keeps its row.
             gpu = elsewhere.get(info.uuid) or Gpu(uuid=info.uuid)
-            gpu.node_id, gpu.index = node.id, info.index
+            gpu.node_id, gpu.index = node_id, info.index
             session.add(gpu)
             mine[info.index] = gpu  # an index listed twice: the second describes the same row
         _describe(gpu, info, now)
         gpus.append(gpu)
     session.flush()
     return gpus
-
-
-def upsert_gpu(session: Session, node_id: int, info: GpuInfo, now: datetime) -> Gpu:
-    gpu = session.scalar(select(Gpu).where(Gpu.node_id == node_id, Gpu.index == info.index))
-    if gpu is None:
-        # A GPU with this UUID seen elsewhere before (moved, or a node renamed) keeps its row.
-        gpu = session.scalar(select(Gpu).where(Gpu.uuid == info.uuid)) or Gpu(uuid=info.uuid)
-        gpu.node_id, gpu.index = node_id, info.index
-        session.add(gpu)
-    _describe(gpu, info, now)
-    session.flush()
-    return gpu
 
 
 def _describe(gpu: Gpu, info: GpuInfo, now: datetime) -> None:

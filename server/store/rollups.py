@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 from gpuwatch.protocol import GpuInfo, GpuSeries, series_periods
 from server.store.jobs import IDLE_UTIL, job_ids
 from server.store.models import Gpu, GpuRollup, JobRollup
-from server.store.nodes import upsert_gpu
+from server.store.nodes import upsert_gpus
 from server.store.upsert import insert_for
 
 _GPU_SUMS = ("samples", "util_sum", "mem_util_sum", "power_sum_w", "gpu_seconds", "idle_seconds")
@@ -253,7 +253,7 @@ class RollupBuffer:
             if (node, index) not in ids:  # sampled before (or without) registration: learn it from the sample
                 seen = datetime.fromtimestamp(p.gpu_seen[(node, index)], UTC)
                 info = GpuInfo(index=index, uuid=uuid, name="unknown", memory_total_mib=total)
-                ids[(node, index)] = upsert_gpu(session, node, info, seen).id
+                ids[(node, index)] = upsert_gpus(session, node, [info], seen)[0].id
         return ids
 
     def _write_seen(self, session: Session, seen: dict[int, float]) -> None:
