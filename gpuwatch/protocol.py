@@ -24,6 +24,29 @@ INT64 = 2**63 - 1
 MAX_BATCH_ITEMS = 20_000
 
 
+class Api:
+    """Paths of the HTTP API, for every client (agent, supervisor, simulator, demo) and the server's
+    routers: one spelling of each. Paths with ``{…}`` are filled with ``str.format``."""
+
+    PREFIX = "/api/v1"
+    REGISTER = PREFIX + "/nodes/register"
+    HEARTBEAT = PREFIX + "/nodes/heartbeat"
+    INGEST = PREFIX + "/ingest"
+    RUNS = PREFIX + "/runs"
+    RUN = PREFIX + "/runs/{run_id}"
+    RUN_EXIT = PREFIX + "/runs/{run_id}/exit"
+    RUN_DECISION = PREFIX + "/runs/{run_id}/decision"
+    NODES = PREFIX + "/nodes"
+    GPUS = PREFIX + "/gpus"
+    JOBS = PREFIX + "/jobs"
+    JOB_RUNS = PREFIX + "/jobs/{job_id}/runs"
+    INCIDENTS = PREFIX + "/incidents"
+    INCIDENT_REPORT = PREFIX + "/incidents/{incident_id}/report"
+    INCIDENT_PLOT = PREFIX + "/incidents/{incident_id}/plots/{gpu}.png"
+    LOGS = PREFIX + "/logs"
+    EVENTS = PREFIX + "/events"
+
+
 def log_text(raw: bytes) -> str:
     """A log line's bytes as text for the wire: invalid UTF-8 and NUL, which a PostgreSQL text column
     cannot hold (the batch would be refused whole), become U+FFFD."""
