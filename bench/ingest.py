@@ -478,7 +478,7 @@ def serve_reference(port: int) -> None:
 
 def compare_parsers(load: Load, repeat: int = 200) -> None:
     """The same batch body (one node's flush interval) through each way of validating it, per sample."""
-    from server.api.fastdecode import decode_batch, decode_wire
+    from server.ingest.decode import decode_batch, decode_wire
 
     samples = [{**d, "ts": 1.8e9 + d["ts"]} for d in _templates("node-00000", 0, load)]
     body = msgspec.json.encode({"batch_id": 1, "samples": samples})
@@ -487,7 +487,7 @@ def compare_parsers(load: Load, repeat: int = 200) -> None:
     ways = {
         "rows: pydantic Batch.model_validate_json (the old path)": lambda: Batch.model_validate_json(body),
         "rows: json.loads + Batch.model_validate": lambda: Batch.model_validate(json.loads(body)),
-        "rows: msgspec mirror (server/api/fastdecode.py)": lambda: decode_wire(body),
+        "rows: msgspec mirror (server/ingest/decode.py)": lambda: decode_wire(body),
         "rows: msgspec mirror, then turned into series (protocol 1 today)": lambda: decode_batch(body),
         "rows: json.loads only (no validation)": lambda: json.loads(body),
         "series: pydantic Batch.model_validate_json": lambda: Batch.model_validate_json(columns),

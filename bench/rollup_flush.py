@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent.collectors.simulated import SimulatedCollector  # noqa: E402
 from bench.ingest import Load, _series, _templates  # noqa: E402
-from server.api.fastdecode import decode_batch  # noqa: E402
+from server.ingest.decode import decode_batch  # noqa: E402
 from server.store import rollups  # noqa: E402
 from server.store.db import make_engine, make_sessionmaker, transaction  # noqa: E402
 from server.store.jobs import job_ids  # noqa: E402

@@ -17,13 +17,13 @@ from gpuwatch import __version__
 from gpuwatch.config import Settings
 from gpuwatch.protocol import GpuInfo, GpuSample
 from server.api.deps import ReadAccess, Services, TokenCache
-from server.api.fastdecode import mirror
 from server.api.limits import RateLimiter
 from server.api.routes import admin, health, ingest, read, recovery, reports, runs
-from server.api.writer import BatchWriter
 from server.detections import record
 from server.incidents.recover import expire_exclusions
 from server.incidents.watch import SilenceWatch
+from server.ingest.decode import mirror
+from server.ingest.writer import BatchWriter
 from server.notify import Notifier
 from server.store.db import make_engine, make_sessionmaker, transaction
 from server.store.migrate import check_schema

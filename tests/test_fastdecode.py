@@ -1,6 +1,6 @@
 """The ingest decoder's msgspec mirrors accept exactly what the pydantic wire models accept.
 
-`server.api.fastdecode` decodes batches with msgspec for speed and leaves every refusal to pydantic.
+`server.ingest.decode` decodes batches with msgspec for speed and leaves every refusal to pydantic.
 These tests hold the two to the same contract: the mirrors have the models' fields and defaults, a
 valid batch decodes to the same values either way, and a batch with any one field set to an arbitrary
 JSON value is refused by both or accepted by both with the same result.
@@ -30,7 +30,7 @@ from gpuwatch.protocol import (
     StepReport,
     to_series,
 )
-from server.api.fastdecode import decode_batch, decode_wire, mirror
+from server.ingest.decode import decode_batch, decode_wire, mirror
 
 MODELS = [Batch, GpuSample, GpuSeries, LogLine, Event, JobProcess, StepReport, CheckpointReport, IbPortSample]
 

@@ -1,4 +1,4 @@
-"""The ingest writer (server/api/writer.py): batches queued together are stored in one transaction,
+"""The ingest writer (server/ingest/writer.py): batches queued together are stored in one transaction,
 a batch that fails fails alone, and a full queue refuses with 503 and Retry-After instead of growing.
 
 The writer is held by taking the SQLite writer lock it needs, so that the batches queued meanwhile
@@ -20,8 +20,8 @@ from sqlalchemy.exc import IntegrityError
 from gpuwatch.config import Settings
 from gpuwatch.protocol import Batch, GpuSample, LogLine
 from server.api.deps import Services
-from server.api.writer import BatchWriter
 from server.app import create_app
+from server.ingest.writer import BatchWriter
 from server.store.db import _SQLITE_WRITERS
 from server.store.models import LogLineRow, Node
 from tests.helpers import migrated_sqlite, new_token

@@ -28,7 +28,7 @@ from server.telemetry.jobs import JobTracker
 from server.telemetry.latest import Telemetry
 
 if TYPE_CHECKING:
-    from server.api.writer import BatchWriter  # which imports the store, as this module does
+    from server.ingest.writer import BatchWriter  # which imports the store, as this module does
 
 
 class DecisionBoard:

@@ -11,7 +11,6 @@ from sqlalchemy import func, select
 
 from gpuwatch.protocol import GpuSample
 from server.api.deps import ServicesDep, SessionDep
-from server.api.fastdecode import as_model
 from server.api.schemas import (
     CheckpointOut,
     EventOut,
@@ -23,6 +22,7 @@ from server.api.schemas import (
     NodeOut,
     RunOut,
 )
+from server.ingest.decode import as_model
 from server.store.models import Checkpoint, EventRow, Gpu, Job, JobRank, JobRollup, LogLineRow, Node, Run
 
 router = APIRouter(prefix="/api/v1", tags=["read"])

@@ -1,4 +1,4 @@
-"""Storing ingest batches, several at once, inside a transaction the caller holds (server/api/writer.py).
+"""Storing ingest batches, several at once, inside a transaction the caller holds (server/ingest/writer.py).
 
 Idempotence has two layers. The batch id (per node) makes a retried batch a no-op, which protects
 samples and rollups, whose rows have no natural key. (node, stream, seq) on every log line and event

@@ -41,9 +41,9 @@ from pydantic import ValidationError
 
 from gpuwatch.protocol import Batch
 from server.api.body import validation_error
-from server.api.fastdecode import decode_batch
+from server.ingest.decode import decode_batch
+from server.ingest.store import StoreResult, store_batches
 from server.store.db import transaction
-from server.store.ingest import StoreResult, store_batches
 from server.store.models import Node
 from server.store.nodes import NODE_SEEN_EVERY_S, LastSeen
 
