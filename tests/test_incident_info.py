@@ -9,10 +9,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuwatch.taxonomy import REASONS
+from server.incidents.info import IncidentCollector
 from server.store.db import make_engine, make_sessionmaker, transaction
 from server.store.migrate import upgrade
 from server.store.models import Action, Diagnosis, Incident, Job, Node
-from server.telemetry.incidents import IncidentCollector
 from tests.helpers import InProcessServer, new_token, wait_until
 
 

@@ -13,7 +13,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
 from gpuwatch.protocol import Batch, Event, GpuInfo, GpuSample, GpuSeries, LogLine, RegisterRequest, to_series
-from server.app import flush_rollups
 from server.store.models import EventRow, Gpu, GpuRollup, LogLineRow, Node
 from tests.helpers import InProcessServer, new_token, wait_until
 
@@ -75,7 +74,7 @@ def test_replayed_batch_stores_nothing_twice(live_server: InProcessServer, node:
     assert rebatched["logs"] == 3 and rebatched["events"] == 0
     assert _count(live_server, LogLineRow) == 8
     assert _count(live_server, EventRow) == 1
-    flush_rollups(live_server.services)  # rollups are buffered (GPUWATCH_ROLLUP_FLUSH_S); the replay added none
+    live_server.services.writer.flush_rollups()  # rollups are buffered (GPUWATCH_ROLLUP_FLUSH_S); the replay added none
     with live_server.services.sessions() as s:
         assert s.scalar(select(func.sum(GpuRollup.samples))) == 4  # batches 7 and 8 once each, 2 GPUs
     metrics = node.get("/metrics").text
@@ -287,7 +286,7 @@ def test_series_and_rows_of_the_same_samples_store_the_same(live_server: InProce
     finally:
         other.close()
     assert acks[0] == acks[1] == {"batch_id": 1, "duplicate": False, "samples": 20, "logs": 0, "events": 0}
-    flush_rollups(live_server.services)
+    live_server.services.writer.flush_rollups()
     with live_server.services.sessions() as s:
         stored = s.execute(
             select(Node.name, Gpu.index, GpuRollup)

@@ -1,12 +1,15 @@
-"""JobTracker's decisions on a controlled clock: stragglers by compute time, hangs by progress and
-idle GPUs, bounded memory."""
+"""The job tracker and its detectors on a controlled clock: stragglers by compute time, hangs by
+progress and idle GPUs, bounded memory."""
 
 from __future__ import annotations
 
 import pytest
 
 from gpuwatch.protocol import GpuSample, JobProcess, StepReport
-from server.telemetry.jobs import JobTracker
+from server.detect.detection import Detection
+from server.detect.hangs import HangDetector
+from server.detect.stragglers import StragglerDetector
+from server.telemetry.job_tracker import JobTracker
 from tests.helpers import add_samples
 
 
@@ -22,10 +25,25 @@ def _step(rank: int, n: int, ts: float, duration: float, comm: float, job: str =
     return StepReport(job=job, rank=rank, step=n, ts=ts, duration_s=duration, comm_s=comm, tokens=100)
 
 
-def _tracker(clock: Clock) -> JobTracker:
-    return JobTracker(
-        straggler_margin=0.2, straggler_steps=3, straggler_min_s=0.005, default_hang_timeout_s=10, clock=clock
-    )
+class Watched(JobTracker):
+    """The tracker with its detectors wired as the server wires them (server/services.py): stragglers
+    checked on each batch's steps, quiet jobs forgotten before each hang check."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock=clock)
+        self.stragglers = StragglerDetector(self, margin=0.2, steps=3, min_s=0.005)
+        self.hangs = HangDetector(self, default_timeout_s=10)
+
+    def add_steps(self, node: str, steps: list[StepReport]) -> list[Detection]:  # type: ignore[override]
+        return self.stragglers.check(super().add_steps(node, steps))
+
+    def check_hangs(self) -> list[Detection]:
+        self.forget_quiet()
+        return self.hangs.check()
+
+
+def _tracker(clock: Clock) -> Watched:
+    return Watched(clock)
 
 
 def test_straggler_is_the_rank_with_long_compute_not_long_wall_time() -> None:

@@ -18,7 +18,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from gpuwatch.config import Settings
 from gpuwatch.diagnosis.model import Diagnosis, Evidence
-from server.notify import IncidentNotice, Notifier, Target, generic_payload, read_url_file, slack_payload
+from server.notify.webhooks import IncidentNotice, Notifier, Target, generic_payload, read_url_file, slack_payload
 from tests.helpers import free_port, wait_until
 from tests.webhook_receiver import SECRET, Receiver
 

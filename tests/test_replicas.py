@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 
 from gpuwatch.config import Settings
 from gpuwatch.protocol import Batch, Event, Heartbeat
-from server.incidents.watch import SilenceWatch
+from server.detect.silence import SilenceWatch
 from server.store.migrate import upgrade
 from server.store.models import Action, Incident
 from tests.helpers import InProcessServer, new_token, wait_until
@@ -83,7 +83,7 @@ def test_a_silent_node_seen_by_both_replicas_is_one_incident(replicas: Replicas)
     wait_until(lambda: _count(a, Incident.trigger == "node_silent") >= 1, what="the node_silent incident")
     now = time.time()
     for srv in (a, b, a, b):  # both watchers again and again, as their threads do: nothing new
-        assert SilenceWatch(srv.services, started=now - 3600).check(now) == []
+        assert SilenceWatch(srv.services.incidents, started=now - 3600).check(now) == []
     assert _count(b, Incident.trigger == "node_silent") == 1
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from server.reports.model import EvidenceLine
+from server.reports.document import EvidenceLine
 from server.reports.render import render_html
 from tests.helpers import require_tool, wait_until
 from tests.test_report_render import OUR_TAGS, _data_pngs, _png_size, _tags, full_postmortem

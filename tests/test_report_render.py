@@ -20,7 +20,7 @@ import pytest
 from markdown_it import MarkdownIt
 from matplotlib.image import imread
 
-from server.reports.model import EvidenceLine, GpuPoint, GpuSeries, LostWork, PostMortem, TimelineEntry
+from server.reports.document import EvidenceLine, GpuPoint, GpuSeries, LostWork, PostMortem, TimelineEntry
 from server.reports.plots import bar_chart_png, gpu_plot_png
 from server.reports.render import CSP, gpu_plots, render_html, render_markdown
 

@@ -20,7 +20,7 @@ from sqlalchemy import Engine, event, func, insert, select, text, update
 
 from gpuwatch.config import Settings
 from gpuwatch.protocol import Batch, Event, LogLine
-from server.incidents.diagnose import LOOKBACK
+from server.incidents.pipeline import LOOKBACK
 from server.store.db import make_engine
 from server.store.migrate import upgrade
 from server.store.models import EventRow, Gpu, GpuRollup, Incident, IngestBatch, Job, JobRollup, LogLineRow, Node, Run

@@ -18,7 +18,6 @@ from sqlalchemy.exc import DBAPIError
 
 from gpuwatch.config import Settings
 from gpuwatch.protocol import Batch, GpuSample, GpuSeries, StepReport, to_series
-from server.app import flush_rollups
 from server.store.db import make_engine, make_sessionmaker, transaction
 from server.store.migrate import upgrade
 from server.store.models import Node
@@ -86,7 +85,7 @@ def test_buffered_rollups_equal_rollups_written_with_each_batch(tmp_path: Path) 
     ) as srv:
         _post_all(srv, buffered_url, batches)
         assert _rollups(buffered_url) == {"gpu": [], "job": []}, "buffered: nothing written before the flush"
-        flush_rollups(srv.services)
+        srv.services.writer.flush_rollups()
         assert _rollups(buffered_url) == _rollups(exact_url)
         assert srv.services.rollups.flush(srv.services.sessions()) == 0  # nothing left pending
     exact = _rollups(exact_url)
@@ -144,7 +143,7 @@ def test_a_flush_in_slices_writes_the_same_and_a_failed_slice_loses_nothing(tmp_
             if not rollups.due():
                 break
         assert len(written) > 4 and max(written) <= 2  # one GPU row and one job row at a time
-        flush_rollups(srv.services)  # the failed slice, put back with what is pending
+        srv.services.writer.flush_rollups()  # the failed slice, put back with what is pending
     assert _rollups(url) == _rollups(exact_url)
 
 
@@ -159,10 +158,10 @@ def test_on_sqlite_the_watchdog_flushes_only_once_batches_stop(tmp_path: Path) -
         svc.rollups.flush_s = 0.5
         wait_until(svc.rollups.due, timeout=10, what="a flush to come due", every=0.01)
         assert svc.writer.flushes_rollups()
-        flush_rollups(svc, due_only=True)
+        svc.writer.flush_rollups(due_only=True)
         assert _rollups(url)["gpu"] == [], "the watchdog left the flush to the writer"
         wait_until(lambda: not svc.writer.flushes_rollups(), timeout=10, what="the writer to stop flushing")
-        flush_rollups(svc, due_only=True)
+        svc.writer.flush_rollups(due_only=True)
         assert sum(r[2] for r in _rollups(url)["gpu"]) == 2 * 120
 
 
@@ -176,9 +175,9 @@ def test_flushed_rows_and_step_rows_of_a_minute_are_one_row(tmp_path: Path, db_u
         _post_all(
             srv, db_url, [Batch(batch_id=0, samples=samples[:5], steps=[step]), Batch(batch_id=1, samples=samples[5:])]
         )
-        flush_rollups(srv.services)
+        srv.services.writer.flush_rollups()
         _post_all(srv, db_url, [Batch(batch_id=2, samples=[s.model_copy(update={"ts": s.ts + 0.5}) for s in samples])])
-        flush_rollups(srv.services)  # the same minute again: added to the same rows
+        srv.services.writer.flush_rollups()  # the same minute again: added to the same rows
     engine = create_engine(db_url)
     with engine.connect() as conn:
         jobs = conn.execute(text("SELECT minute, steps, gpu_seconds FROM job_rollups")).all()
@@ -204,7 +203,7 @@ def test_on_postgresql_flushes_add_up_as_rollups_written_with_each_batch(tmp_pat
             for part in (batches[:1], batches[1:4], [*batches[4:], batches[-1]]):  # minutes split across flushes
                 for batch in part:
                     assert http.post("/api/v1/ingest", content=batch.model_dump_json()).status_code == 200
-                flush_rollups(srv.services)
+                srv.services.writer.flush_rollups()
     pg, exact = _rollups(postgres_url), _rollups(exact_url)
     assert len(pg["gpu"]) == len(exact["gpu"]) > 0 and len(pg["job"]) == len(exact["job"]) > 0
     for mine, want in zip(pg["gpu"] + pg["job"], exact["gpu"] + exact["job"], strict=True):

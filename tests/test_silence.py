@@ -22,8 +22,8 @@ from sqlalchemy import select, update
 
 from gpuwatch.config import Settings
 from gpuwatch.protocol import Batch, GpuSample, Heartbeat
-from server.api.deps import Services
-from server.incidents.watch import SilenceWatch
+from server.detect.silence import SilenceWatch
+from server.services import Services
 from server.store.db import make_engine, make_sessionmaker, transaction
 from server.store.models import Incident, Job, Node, Run
 from server.store.nodes import LastSeen, get_or_create_node
@@ -58,7 +58,7 @@ class Cluster:
             session.execute(update(Node).where(Node.name.in_(names)).values(last_seen_at=seen))
 
     def watch(self, started: float = T) -> SilenceWatch:
-        return SilenceWatch(self.svc, self.registry, started=started)
+        return SilenceWatch(self.svc.incidents, self.registry, started=started)
 
     def silent_nodes(self) -> list[str]:
         with self.svc.sessions() as session:

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from gpuwatch.protocol import GpuSample
-from server.telemetry.jobs import JobSummary
+from server.telemetry.job_tracker import JobSummary
 
 
 class _Out(BaseModel):

@@ -31,9 +31,10 @@ from gpuwatch.diagnosis.model import Diagnosis as Result
 from gpuwatch.recovery import Attempt, Decision, decide
 from gpuwatch.recovery.settings import policy_config
 from gpuwatch.taxonomy import REASONS
-from server.api.deps import Services
 from server.executors.base import ActionResult, Executor, JobTarget, executor_from_settings
-from server.incidents import notices, snapshot
+from server.incidents import snapshot
+from server.incidents.context import IncidentContext
+from server.notify import notices
 from server.store.audit import audit
 from server.store.db import transaction
 from server.store.models import Action, Diagnosis, Exclusion, Flag, Incident, Job, Run, utcnow
@@ -84,11 +85,13 @@ class _Todo:
     restart: tuple[int, JobTarget, tuple[str, ...], str] | None = None
 
 
-def decide_for_run(svc: Services, incident_id: int, result: Result, checkpoint: dict[str, Any] | None) -> Decision:
+def decide_for_run(
+    ctx: IncidentContext, incident_id: int, result: Result, checkpoint: dict[str, Any] | None
+) -> Decision:
     """The server's decision about a failed run (diagnosed as ``result``); stored, counted, carried out."""
-    with transaction(svc.sessions) as session:
+    with transaction(ctx.sessions) as session:
         incident, job, run = _context(session, incident_id)
-        config = policy_config(svc.settings, job.policy, paused=is_paused(session))
+        config = policy_config(ctx.settings, job.policy, paused=is_paused(session))
         decision = decide(
             result.reason,
             history=history(session, job.id),
@@ -98,22 +101,22 @@ def decide_for_run(svc: Services, incident_id: int, result: Result, checkpoint: 
             exit_code=run.exit_code,
             checkpoint_step=(checkpoint or {}).get("step"),
         )
-        todo = _record(session, svc, incident, job, run, decision, checkpoint, actor="server")
-    _carry_out(svc, todo)
-    notices.send(svc, "decided", incident_id, result, decision)
+        todo = _record(session, ctx, incident, job, run, decision, checkpoint, actor="server")
+    _carry_out(ctx, todo)
+    notices.send(ctx.notifier, ctx.sessions, "decided", incident_id, result, decision)
     return decision
 
 
 def record_local(
-    svc: Services, incident_id: int, decision: Decision, checkpoint: dict[str, Any] | None, restarted: bool
+    ctx: IncidentContext, incident_id: int, decision: Decision, checkpoint: dict[str, Any] | None, restarted: bool
 ) -> None:
     """A decision the supervisor took by itself while the server was away, recorded as it happened."""
-    with transaction(svc.sessions) as session:
+    with transaction(ctx.sessions) as session:
         incident, job, run = _context(session, incident_id)
-        todo = _record(session, svc, incident, job, run, decision, checkpoint, actor="supervisor", restarted=restarted)
+        todo = _record(session, ctx, incident, job, run, decision, checkpoint, actor="supervisor", restarted=restarted)
         result = Result.from_json({"reason": decision.reason, "node": decision.node, "source": "rules"})
-    _carry_out(svc, todo)
-    notices.send(svc, "decided", incident_id, result, decision)
+    _carry_out(ctx, todo)
+    notices.send(ctx.notifier, ctx.sessions, "decided", incident_id, result, decision)
 
 
 def _context(session: Session, incident_id: int) -> tuple[Incident, Job, Run]:
@@ -125,22 +128,22 @@ def _context(session: Session, incident_id: int) -> tuple[Incident, Job, Run]:
     return incident, job, run
 
 
-def exclude_for_incident(svc: Services, incident_id: int, result: Result) -> None:
+def exclude_for_incident(ctx: IncidentContext, incident_id: int, result: Result) -> None:
     """A node-level incident (fatal Xid, silent node) whose reason blames the node: exclude it (drained
     by the cluster's `executor`, else by the scheduler of the job running there, if any)."""
     if result.action != "restart_exclude_node" or not result.node:
         return
-    with transaction(svc.sessions) as session:
+    with transaction(ctx.sessions) as session:
         incident = session.get(Incident, incident_id)
         job = session.get(Job, incident.job_id) if incident is not None and incident.job_id is not None else None
         todo = _Todo()
-        _exclude(session, svc, todo, [result.node], result.reason, incident_id, job)
-    _carry_out(svc, todo)
+        _exclude(session, ctx, todo, [result.node], result.reason, incident_id, job)
+    _carry_out(ctx, todo)
 
 
-def resolve_job(svc: Services, job_id: int, run_id: int) -> list[int]:
+def resolve_job(ctx: IncidentContext, job_id: int, run_id: int) -> list[int]:
     """A run of the job succeeded: its decided incidents are over. Returns their ids."""
-    with transaction(svc.sessions) as session:
+    with transaction(ctx.sessions) as session:
         incidents = list(
             session.scalars(select(Incident).where(Incident.job_id == job_id, Incident.state == "decided"))
         )
@@ -148,67 +151,75 @@ def resolve_job(svc: Services, job_id: int, run_id: int) -> list[int]:
             incident.state, incident.closed_at = "resolved", utcnow()
         resolved = [i.id for i in incidents]
     for incident_id in resolved:
-        notices.send(svc, "resolved", incident_id, None, None, summary=f"run {run_id} of the job succeeded")
+        notices.send(
+            ctx.notifier,
+            ctx.sessions,
+            "resolved",
+            incident_id,
+            None,
+            None,
+            summary=f"run {run_id} of the job succeeded",
+        )
     return resolved
 
 
-def restarted(svc: Services, session: Session, failed: Run, new: Run) -> None:
+def restarted(ctx: IncidentContext, session: Session, failed: Run, new: Run) -> None:
     """The failed run's restart registered: add the downtime (exit → new start) to what it cost."""
     incident = session.scalar(select(Incident).where(Incident.run_id == failed.id).order_by(Incident.id))
     if incident is None or incident.cost is None or failed.ended_at is None or incident.cost.get("downtime_s"):
         return
     before = incident.cost["gpu_hours"]
     incident.cost = snapshot.with_downtime(
-        svc.settings, incident.cost, (new.started_at - failed.ended_at).total_seconds()
+        ctx.settings, incident.cost, (new.started_at - failed.ended_at).total_seconds()
     )
     diagnosis = session.scalar(
         select(Diagnosis).where(Diagnosis.incident_id == incident.id).order_by(Diagnosis.id.desc())
     )
     if diagnosis is not None:
-        svc.metrics.lost_gpu_hours.labels(diagnosis.reason, diagnosis.category).inc(incident.cost["gpu_hours"] - before)
+        ctx.metrics.lost_gpu_hours.labels(diagnosis.reason, diagnosis.category).inc(incident.cost["gpu_hours"] - before)
 
 
-def expire_exclusions(svc: Services) -> list[str]:
+def expire_exclusions(ctx: IncidentContext) -> list[str]:
     """Release the exclusions whose time is up (resume / uncordon the node); the nodes released."""
     now = datetime.now(UTC)
-    with transaction(svc.sessions) as session:
+    with transaction(ctx.sessions) as session:
         expired = list(
             session.scalars(select(Exclusion).where(Exclusion.released_at.is_(None), Exclusion.expires_at <= now))
         )
         for e in expired:
             e.released_at = now
         released = [(e.node_name, e.executor) for e in expired]
-    still = {e.node_name for e in _current(svc)}
+    still = {e.node_name for e in _current(ctx)}
     for node, executor in released:
         if node in still:  # excluded again meanwhile by a newer exclusion
             continue
-        svc.metrics.excluded_nodes.labels(node).set(0)
+        ctx.metrics.excluded_nodes.labels(node).set(0)
         if executor:
-            outcome = _executor(svc.settings, executor).release_node(node)
+            outcome = _executor(ctx.settings, executor).release_node(node)
             log.warning("exclusion of %s over: %s", node, outcome.detail)
     return [node for node, _ in released]
 
 
-def exclude_by_hand(svc: Services, node: str, reason: str, ttl_s: float | None, actor: str) -> Exclusion | None:
+def exclude_by_hand(ctx: IncidentContext, node: str, reason: str, ttl_s: float | None, actor: str) -> Exclusion | None:
     """An admin keeps ``node`` out of restarts (drained or cordoned through the cluster's `executor`);
     audited. None when it is excluded already."""
-    with transaction(svc.sessions) as session:
+    with transaction(ctx.sessions) as session:
         if any(e.node_name == node for e in excluded_nodes(session)):
             return None
         todo = _Todo()
-        _exclude(session, svc, todo, [node], reason, None, None, actor=actor[:64], ttl_s=ttl_s)
+        _exclude(session, ctx, todo, [node], reason, None, None, actor=actor[:64], ttl_s=ttl_s)
         audit(session, actor, "exclusion.add", node, reason=reason, ttl_s=ttl_s)
         session.flush()
         (added,) = [e for e in excluded_nodes(session) if e.node_name == node]
-    _carry_out(svc, todo)
+    _carry_out(ctx, todo)
     return added
 
 
-def release_by_hand(svc: Services, node: str, actor: str) -> bool:
+def release_by_hand(ctx: IncidentContext, node: str, actor: str) -> bool:
     """An admin lets ``node`` back before its exclusion's time is up (resumed or uncordoned); audited.
     False when it was not excluded."""
     now = datetime.now(UTC)
-    with transaction(svc.sessions) as session:
+    with transaction(ctx.sessions) as session:
         active = [e for e in excluded_nodes(session, now) if e.node_name == node]
         for e in active:
             e.released_at = now
@@ -217,23 +228,23 @@ def release_by_hand(svc: Services, node: str, actor: str) -> bool:
         executors = {e.executor for e in active if e.executor}
     if not active:
         return False
-    svc.metrics.excluded_nodes.labels(node).set(0)
+    ctx.metrics.excluded_nodes.labels(node).set(0)
     for name in executors:
         try:
-            log.warning("%s releases %s: %s", actor, node, _executor(svc.settings, name).release_node(node).detail)
+            log.warning("%s releases %s: %s", actor, node, _executor(ctx.settings, name).release_node(node).detail)
         except Exception as exc:  # the release is recorded; the scheduler's answer is only reported
             log.error("releasing %s through %s failed: %s", node, name, exc)
     return True
 
 
-def _current(svc: Services) -> list[Exclusion]:
-    with svc.sessions() as session:
+def _current(ctx: IncidentContext) -> list[Exclusion]:
+    with ctx.sessions() as session:
         return excluded_nodes(session)
 
 
 def _record(
     session: Session,
-    svc: Services,
+    ctx: IncidentContext,
     incident: Incident,
     job: Job,
     run: Run,
@@ -249,13 +260,13 @@ def _record(
         Action(incident_id=incident.id, job_id=job.id, kind="decision", actor=actor, params=params, status="done")
     )
     incident.state = "decided"
-    svc.decided.mark(run.id)
-    m = svc.metrics
+    ctx.decided.mark(run.id)
+    m = ctx.metrics
     if incident.cost is None:
-        svc.jobs.note_failure(job.name)  # once per failure: the MTBF behind the optimal checkpoint interval
+        ctx.jobs.note_failure(job.name)  # once per failure: the MTBF behind the optimal checkpoint interval
     if run.ended_at is not None and incident.cost is None:
-        steps = snapshot.last_steps(svc, job.name)
-        incident.cost = snapshot.lost_work(session, svc.settings, run, steps, checkpoint)
+        steps = snapshot.last_steps(ctx, job.name)
+        incident.cost = snapshot.lost_work(session, ctx.settings, run, steps, checkpoint)
         m.lost_gpu_hours.labels(decision.reason, REASONS[decision.reason].category).inc(incident.cost["gpu_hours"])
     m.decisions.labels(decision.outcome).inc()
     if run.ended_at is not None:
@@ -264,7 +275,7 @@ def _record(
     if not decision.restart:
         return todo
     m.restarts.labels(job.name, decision.reason).inc()
-    _exclude(session, svc, todo, list(decision.exclude_nodes), decision.reason, incident.id, job, actor)
+    _exclude(session, ctx, todo, list(decision.exclude_nodes), decision.reason, incident.id, job, actor)
     restart = Action(
         incident_id=incident.id,
         job_id=job.id,
@@ -284,7 +295,7 @@ def _record(
 
 def _exclude(
     session: Session,
-    svc: Services,
+    ctx: IncidentContext,
     todo: _Todo,
     nodes: list[str],
     reason: str,
@@ -293,9 +304,9 @@ def _exclude(
     actor: str = "server",
     ttl_s: float | None = None,
 ) -> None:
-    ttl = timedelta(seconds=svc.settings.recovery_exclude_ttl_s if ttl_s is None else ttl_s)
+    ttl = timedelta(seconds=ctx.settings.recovery_exclude_ttl_s if ttl_s is None else ttl_s)
     current = {e.node_name for e in excluded_nodes(session)}
-    executor = svc.settings.executor or (job.scheduler if job is not None and job.scheduler != "local" else None)
+    executor = ctx.settings.executor or (job.scheduler if job is not None and job.scheduler != "local" else None)
     for node in nodes:
         if node in current:
             continue
@@ -317,27 +328,27 @@ def _exclude(
         session.flush()
         if executor:
             todo.drains.append((action.id, node, executor, reason))
-        svc.metrics.excluded_nodes.labels(node).set(1)
+        ctx.metrics.excluded_nodes.labels(node).set(1)
 
 
-def _carry_out(svc: Services, todo: _Todo) -> None:
+def _carry_out(ctx: IncidentContext, todo: _Todo) -> None:
     """Drain the excluded nodes, then restart the job, through their executors; write down the outcome."""
     for action_id, node, name, reason in todo.drains:
         _act(
-            svc,
+            ctx,
             action_id,
-            lambda node=node, name=name, reason=reason: _executor(svc.settings, name).exclude_node(node, reason=reason),
+            lambda node=node, name=name, reason=reason: _executor(ctx.settings, name).exclude_node(node, reason=reason),
         )
     if todo.restart is not None:
         action_id, target, nodes, reason = todo.restart
         _act(
-            svc,
+            ctx,
             action_id,
-            lambda: _executor(svc.settings, target.executor).restart(target, exclude_nodes=nodes, reason=reason),
+            lambda: _executor(ctx.settings, target.executor).restart(target, exclude_nodes=nodes, reason=reason),
         )
 
 
-def _act(svc: Services, action_id: int, call: Callable[[], ActionResult]) -> None:
+def _act(ctx: IncidentContext, action_id: int, call: Callable[[], ActionResult]) -> None:
     """Run one executor call and store its outcome on its action; errors are recorded, never raised
     (the decision is stored already)."""
     try:
@@ -345,7 +356,7 @@ def _act(svc: Services, action_id: int, call: Callable[[], ActionResult]) -> Non
         status, detail, commands = ("done" if outcome.ok else "failed"), outcome.detail, list(outcome.commands)
     except Exception as exc:  # a broken executor must not lose the decision
         status, detail, commands = "failed", f"{type(exc).__name__}: {exc}", []
-    with transaction(svc.sessions) as session:
+    with transaction(ctx.sessions) as session:
         action = session.get(Action, action_id)
         if action is not None:
             action.status, action.detail, action.finished_at = status, detail, utcnow()

@@ -17,28 +17,28 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpuwatch.config import Settings
-from server.api.deps import Services
+from server.incidents.context import IncidentContext
 from server.store.models import JobRank, Run
 
 SNAPSHOT_S = 300.0
 
 
-def take(svc: Services, node: str | None, now: float) -> dict[str, Any]:
+def take(ctx: IncidentContext, node: str | None, now: float) -> dict[str, Any]:
     """``{"gpus": {index: [[ts, util, fb_used_mib, power_w, temp_c, xid_last], ...]}, "at": now}``"""
     gpus: dict[str, list[list[Any]]] = {}
     if node is not None:
-        for state in svc.telemetry.gpus(node):
-            recent = [s for s in svc.telemetry.recent(node, state.info.index) if s.ts >= now - SNAPSHOT_S]
+        for state in ctx.telemetry.gpus(node):
+            recent = [s for s in ctx.telemetry.recent(node, state.info.index) if s.ts >= now - SNAPSHOT_S]
             gpus[str(state.info.index)] = [
                 [s.ts, s.util_gpu, s.fb_used_mib, s.power_w, s.temp_c, s.xid_last] for s in recent
             ]
     return {"gpus": gpus, "at": now}
 
 
-def last_steps(svc: Services, job: str) -> list[int]:
+def last_steps(ctx: IncidentContext, job: str) -> list[int]:
     """The last step each rank of the job reported (from the job tracker, at decision time: after the
     settle wait, so the steps a dying job's client flushed at exit are in)."""
-    summary = svc.jobs.summary(job)
+    summary = ctx.jobs.summary(job)
     return [r.last_step for r in summary.ranks if r.rank >= 0 and r.last_step >= 0] if summary else []
 
 

@@ -8,7 +8,7 @@ the GIL handed between dozens of worker threads, the old way) is paid once per g
 once per batch. Overloaded (1,250 nodes), the old way stored 13,600 samples/s at 76 µs of CPU
 each, three times its cost at 300 nodes (bench/README.md).
 
-Rollups are flushed by the watchdog's thread (`server.app.flush_rollups`) and, on SQLite, by this
+Rollups are flushed by the watchdog's thread (`BatchWriter.flush_rollups`) and, on SQLite, by this
 one between groups, in slices, while batches arrive (the watchdog then flushes only once they stop:
 `flushes_rollups`). SQLite has one writer at a time anyway, and a flush on another thread held it
 while competing for the GIL: p99 at 40,000 samples/s went from 0.4 to 1.6 s, and at 100,000 the
@@ -33,22 +33,21 @@ import math
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from fastapi import HTTPException
 from pydantic import ValidationError
+from sqlalchemy.orm import Session, sessionmaker
 
 from gpuwatch.protocol import Batch
-from server.api.body import validation_error
+from server.ingest.apply import FollowUp
 from server.ingest.decode import decode_batch
+from server.ingest.metrics import IngestMetrics
 from server.ingest.store import StoreResult, store_batches
 from server.store.db import transaction
 from server.store.models import Node
-from server.store.nodes import NODE_SEEN_EVERY_S, LastSeen
-
-if TYPE_CHECKING:
-    from server.api.deps import Services
+from server.store.nodes import LastSeen
+from server.store.rollups import RollupBuffer
 
 log = logging.getLogger("gpuwatch.server.ingest")
 
@@ -56,15 +55,27 @@ MAX_GROUP = 64  # batches stored in one transaction, at most
 FLUSH_SLICE_ROWS = 1_000  # rollup rows of each kind the writer flushes between two groups, at most
 RETRY_AFTER_S = 1
 
+Stored = tuple[Batch, StoreResult, FollowUp]
+"""A batch as its request gets it back: decoded, stored (or found a replay), folded into memory."""
+
+
+class QueueFull(Exception):
+    """Too many bytes of bodies wait already: the agent keeps the batch and retries after ``retry_after_s``."""
+
+    def __init__(self, queued: int) -> None:
+        super().__init__(f"ingest queue full ({queued:,} bytes waiting to be stored): retry later")
+        self.retry_after_s = RETRY_AFTER_S
+
 
 @dataclass(slots=True)
 class _Item:
     node: Node
     raw: bytes
     loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[tuple[Batch, StoreResult]]
+    future: asyncio.Future[Stored]
     batch: Batch | None = None
     result: StoreResult | None = None
+    follow: FollowUp | None = None
     error: BaseException | None = None
 
 
@@ -78,7 +89,7 @@ def _settle(item: _Item) -> None:
             item.future.set_exception(item.error)
         else:
             assert item.batch is not None and item.result is not None
-            item.future.set_result((item.batch, item.result))
+            item.future.set_result((item.batch, item.result, item.follow or FollowUp()))
 
     with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
         item.loop.call_soon_threadsafe(settle)
@@ -87,16 +98,28 @@ def _settle(item: _Item) -> None:
 class BatchWriter:
     """The queue of ingest batches and the thread that stores them (see the module docstring)."""
 
-    def __init__(self, svc: Services, max_queued_bytes: int) -> None:
-        self._svc = svc
+    def __init__(
+        self,
+        *,
+        sessions: sessionmaker[Session],
+        rollups: RollupBuffer,
+        fold: Callable[[Node, Batch, StoreResult], FollowUp],
+        metrics: IngestMetrics,
+        seen: LastSeen,
+        max_queued_bytes: int,
+        flush_between_groups: bool,
+    ) -> None:
+        """``fold`` takes each committed batch into memory (`server.ingest.apply.Folder.apply_batch`);
+        ``seen`` writes the nodes' last-seen times with their batches; ``flush_between_groups``: this
+        thread flushes the rollups while batches arrive (on SQLite: see the module docstring)."""
+        self._sessions, self._rollups, self._fold, self._metrics, self._seen = sessions, rollups, fold, metrics, seen
         self._max = max_queued_bytes
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._queued = 0  # bytes of bodies waiting
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._flush_here = svc.engine.dialect.name == "sqlite"  # see the module docstring
+        self._flush_here = flush_between_groups
         self._last_group = -math.inf  # time.monotonic() when the last group was stored
-        self._seen = LastSeen(min(NODE_SEEN_EVERY_S, svc.settings.node_timeout_s / 6))
 
     def check_room(self) -> None:
         """503 now if the queue is full: called before the body is read and gunzipped for nothing."""
@@ -105,14 +128,11 @@ class BatchWriter:
 
     def _refuse_if_full(self, size: int) -> None:
         if self._queued > 0 and self._queued + max(size, 1) > self._max:  # one batch always fits
-            raise HTTPException(
-                503,
-                f"ingest queue full ({self._queued:,} bytes waiting to be stored): retry later",
-                headers={"Retry-After": str(RETRY_AFTER_S)},
-            )
+            raise QueueFull(self._queued)
 
-    async def submit(self, node: Node, raw: bytes) -> tuple[Batch, StoreResult]:
-        """Queue ``raw`` (a gunzipped batch body) for ``node``; wait until it is stored or refused."""
+    async def submit(self, node: Node, raw: bytes) -> Stored:
+        """Queue ``raw`` (a gunzipped batch body) for ``node``; wait until it is stored or refused
+        (`QueueFull`; pydantic's ValidationError for a batch that does not decode; the database's error)."""
         with self._lock:
             self._refuse_if_full(len(raw))
             self._queued += len(raw)
@@ -126,8 +146,15 @@ class BatchWriter:
 
     def flushes_rollups(self) -> bool:
         """This thread flushes the rollups now (SQLite, a group stored within two flush intervals)."""
-        window = max(1.0, 2 * self._svc.rollups.flush_s)
+        window = max(1.0, 2 * self._rollups.flush_s)
         return self._flush_here and time.monotonic() - self._last_group < window
+
+    def flush_rollups(self, due_only: bool = False) -> None:
+        """Write the buffered rollups now (or only when their flush is due and this thread, which flushes
+        them in slices between its groups while batches arrive, is not doing it)."""
+        if not due_only or (self._rollups.due() and not self.flushes_rollups()):
+            with transaction(self._sessions) as session:
+                self._rollups.flush(session)
 
     def queued_bytes(self) -> int:
         with self._lock:
@@ -176,14 +203,13 @@ class BatchWriter:
                 return
 
     def _store(self, group: list[_Item]) -> None:
-        svc = self._svc
         valid = []
         for item in group:
             try:
                 item.batch = decode_batch(item.raw)  # msgspec mirrors of the wire models
                 valid.append(item)
             except ValidationError as exc:
-                item.error = validation_error(exc)
+                item.error = exc
         try:
             self._commit(valid)
         except Exception as exc:  # alone, the batch is at fault; in a group, each alone finds which
@@ -197,22 +223,17 @@ class BatchWriter:
                     except Exception as one:  # this batch's own error, for its own request
                         item.error = one
         self._count([item.result for item in valid if item.result is not None])
-        rollups = svc.rollups
         for item in valid:
-            if item.result is None or item.result.ack.duplicate:
-                continue
-            batch = item.batch
-            assert batch is not None
-            name = item.node.name
-            if rollups.flush_s > 0:
-                rollups.add(item.node.id, batch.series)  # only once committed: a retried batch counts once
-            svc.telemetry.add_series(name, batch.series)
-            svc.telemetry.add_ib(name, batch.ib)
-            svc.jobs.add_processes(name, batch.processes)
-            svc.jobs.add_series(name, batch.series)
+            if item.result is not None:
+                assert item.batch is not None
+                try:
+                    item.follow = self._fold(item.node, item.batch, item.result)
+                except Exception:  # stored and acknowledged all the same: memory catches up with the next batch
+                    log.exception("ingest writer: folding a stored batch into memory failed")
+        rollups = self._rollups
         if self._flush_here and rollups.flush_s > 0 and rollups.due():
             try:
-                with transaction(svc.sessions) as session:
+                with transaction(self._sessions) as session:
                     rollups.flush(session, max_rows=FLUSH_SLICE_ROWS)
             except Exception:
                 log.exception("rollup flush failed; kept for the next one")
@@ -220,7 +241,7 @@ class BatchWriter:
     def _count(self, results: list[StoreResult]) -> None:
         """The group in the ingest counters: once a group, not once a request (a tenth of an empty
         batch's cost was prometheus-client's label lookups)."""
-        m = self._svc.metrics
+        m = self._metrics
         stored = [r.ack for r in results if not r.ack.duplicate]
         m.batches.labels("stored").inc(len(stored))
         m.batches.labels("duplicate").inc(len(results) - len(stored))
@@ -234,10 +255,10 @@ class BatchWriter:
         """Store ``items`` in one transaction (their rollups too, when they are written per batch)."""
         if not items:
             return
-        rollups = self._svc.rollups
+        rollups = self._rollups
         pairs = [(item.node, item.batch) for item in items if item.batch is not None]
         assert len(pairs) == len(items), "only decoded batches are committed"
-        with transaction(self._svc.sessions) as session:
+        with transaction(self._sessions) as session:
             results = store_batches(session, pairs)
             self._seen.write(session, (node.id for node, _ in pairs))
             if rollups.flush_s == 0:

@@ -19,7 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image  # matplotlib's own dependency (it writes PNGs with it)
 
-from server.reports.model import GpuPoint, GpuSeries
+from server.reports.document import GpuPoint, GpuSeries
 
 WIDTH_IN, HEIGHT_IN, DPI = 9.0, 5.0, 100  # 900 x 500 px
 _PANELS: tuple[tuple[str, Callable[[GpuPoint], float | None], str], ...] = (

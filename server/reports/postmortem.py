@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from gpuwatch.config import Settings
 from gpuwatch.taxonomy import REASONS
-from server.reports.model import (
+from server.reports.document import (
     EvidenceLine,
     GpuPoint,
     GpuSeries,

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from urllib.parse import quote, urlsplit
 
-from server.reports.model import EvidenceLine, GpuSeries, LostWork, PostMortem, TimelineEntry
+from server.reports.document import EvidenceLine, GpuSeries, LostWork, PostMortem, TimelineEntry
 
 log = logging.getLogger(__name__)
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from gpuwatch.protocol import CheckpointReport, JobProcess, StepReport
-from server.store.models import Checkpoint, Job, JobRank, JobRollup, utcnow
+from server.store.models import Checkpoint, Job, JobRank, JobRollup, Run, utcnow
 from server.store.upsert import insert_for, insert_ignore
 
 IDLE_UTIL = 5.0  # % utilisation under which a GPU counts as idle
@@ -137,3 +137,14 @@ def _store_rollups(session: Session, ids: dict[str, int], steps: list[StepReport
         set_={k: table.c[k] + stmt.excluded[k] for k in _ROLLUP_SUMS},
     )
     session.execute(upsert, [{"job_id": j, "rank": r, "minute": m, **a} for (j, r, m), a in acc.items()])
+
+
+def running_job(session: Session, node_id: int) -> int | None:
+    """The job with a running run on the node: supervised there, or with a rank there (the latest)."""
+    return session.scalar(
+        select(Run.job_id)
+        .outerjoin(JobRank, JobRank.job_id == Run.job_id)
+        .where(Run.state == "running", or_(Run.node_id == node_id, JobRank.node_id == node_id))
+        .order_by(Run.id.desc())
+        .limit(1)
+    )

@@ -13,13 +13,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from prometheus_client import Counter, Gauge, Histogram, generate_latest
+from prometheus_client import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gpuwatch.protocol import GpuSample
-from gpuwatch.taxonomy import REASONS
-from server.telemetry.jobs import JobTracker
+from server.telemetry.job_tracker import JobTracker
 from server.telemetry.latest import GpuState, Telemetry
 
 _KIB = 1024.0
@@ -351,102 +350,3 @@ def _job_families(jobs: JobTracker, max_rank_series: int) -> Iterator[Metric]:
     yield from (throughput, idle, gpu_hours, stragglers, hangs)
     yield from checkpoints.values()
     yield ckpt_failures
-
-
-# Label values known in advance: their counters are exported at 0 from the start, so that
-# increase() and rate() see the first event (a series born at 1 shows no increase).
-INCIDENT_TRIGGERS = ("run_failed", "xid", "node_silent", "hang")
-DECISION_ACTIONS = ("restart", "restart_exclude_node", "notify", "stop", "dry_run")
-DETECTION_KINDS = ("straggler", "hang")
-BATCH_OUTCOMES = ("stored", "duplicate", "rejected")
-
-
-class IngestMetrics:
-    """The server's own counters, registered on the app's registry (not the global one, so several
-    apps can live in one test process).
-
-    Counters whose label values are known in advance start at 0 for each of them. Those labelled
-    by what only an event names (restarts by job, Xids by GPU) still appear with their first event.
-    """
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.batches = Counter("gpuwatch_ingest_batches", "Ingest batches, by outcome.", ["outcome"], registry=registry)
-        self.items = Counter(
-            "gpuwatch_ingest_items", "Items stored from ingest batches, by kind.", ["kind"], registry=registry
-        )
-        self.duplicates = Counter(
-            "gpuwatch_ingest_duplicate_items",
-            "Log lines and events already stored (replays).",
-            ["kind"],
-            registry=registry,
-        )
-        self.rejected = Counter(
-            "gpuwatch_ingest_rejected_requests", "Requests refused, by HTTP status.", ["status"], registry=registry
-        )
-        self.request_bytes = Counter(
-            "gpuwatch_ingest_bytes",
-            "Request body bytes received on ingest (as sent, compressed or not).",
-            registry=registry,
-        )
-        self.failures = Counter(
-            "gpuwatch_failures",
-            "Diagnosed failures, by reason and category.",
-            ["reason", "category"],
-            registry=registry,
-        )
-        self.detections = Counter(
-            "gpuwatch_detections", "Stragglers and hangs found, by kind.", ["kind"], registry=registry
-        )
-        self.latency = Gauge(
-            "gpuwatch_ingest_last_batch_seconds", "Time the last batch took to store.", registry=registry
-        )
-        self.incidents = Counter("gpuwatch_incidents", "Incidents opened, by trigger.", ["trigger"], registry=registry)
-        self.restarts = Counter(
-            "gpuwatch_restarts",
-            "Restarts ordered by the recovery policy, by job and reason.",
-            ["job", "reason"],
-            registry=registry,
-        )
-        self.decisions = Counter(
-            "gpuwatch_recovery_decisions",
-            "Recovery decisions, by action taken (restart, restart_exclude_node, notify, stop, dry_run).",
-            ["action"],
-            registry=registry,
-        )
-        self.restart_seconds = Histogram(
-            "gpuwatch_restart_seconds",
-            "Seconds from a run's exit to its restart decision.",
-            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300),
-            registry=registry,
-        )
-        self.lost_gpu_hours = Counter(
-            "gpuwatch_lost_gpu_hours",
-            "GPU-hours lost to failures (work since the last checkpoint plus downtime), by reason and category.",
-            ["reason", "category"],
-            registry=registry,
-        )
-        self.excluded_nodes = Gauge(
-            "gpuwatch_excluded_nodes", "Nodes on the recovery exclusion list (1 per node).", ["node"], registry=registry
-        )
-        self.xid_events = Counter(
-            "gpuwatch_xid_events",
-            "Xid events stored, by node (instance), GPU index and Xid code.",
-            ["instance", "gpu", "xid"],
-            registry=registry,
-        )
-        self._precreate()
-
-    def _precreate(self) -> None:
-        for reason, info in REASONS.items():
-            self.failures.labels(reason, info.category)
-            self.lost_gpu_hours.labels(reason, info.category)
-        for labelled, values in (
-            (self.incidents, INCIDENT_TRIGGERS),
-            (self.decisions, DECISION_ACTIONS),
-            (self.detections, DETECTION_KINDS),
-            (self.batches, BATCH_OUTCOMES),
-            (self.items, ("sample", "log", "event")),
-            (self.duplicates, ("log", "event")),
-        ):
-            for value in values:
-                labelled.labels(value)

@@ -78,7 +78,7 @@ async def exclude(request: Request, response: Response, admin: AdminDep, svc: Se
     """Keep a node out of restarts (drained or cordoned through the cluster's executor, if one is set)
     until its TTL. A node excluded already keeps its exclusion (200). Admin only."""
     body = await read_model(request, ExclusionIn, svc.settings.max_body_bytes)
-    added = await run_in_threadpool(exclude_by_hand, svc, body.node, body.reason, body.ttl_s, admin.who)
+    added = await run_in_threadpool(exclude_by_hand, svc.incidents, body.node, body.reason, body.ttl_s, admin.who)
     if added is not None:
         return _out(added)
 
@@ -93,5 +93,5 @@ async def exclude(request: Request, response: Response, admin: AdminDep, svc: Se
 @router.delete("/exclusions/{node}", status_code=204)
 async def release(node: str, admin: AdminDep, svc: ServicesDep) -> None:
     """Let an excluded node back (resumed or uncordoned) before its TTL. Admin only; 404 if not excluded."""
-    if not await run_in_threadpool(release_by_hand, svc, node, admin.who):
+    if not await run_in_threadpool(release_by_hand, svc.incidents, node, admin.who):
         raise HTTPException(404, f"node {node!r} is not excluded")

@@ -17,7 +17,7 @@ from gpuwatch.recovery import Decision
 from gpuwatch.recovery.settings import policy_config
 from server.api.body import read_model
 from server.api.deps import NodeDep, ServicesDep, SessionDep, own_node
-from server.incidents.diagnose import StreamExit, mark_exit, open_incident
+from server.incidents.pipeline import StreamExit, mark_exit, open_incident
 from server.incidents.recover import resolve_job, restarted
 from server.store.db import transaction
 from server.store.jobs import job_ids
@@ -121,7 +121,7 @@ async def start_run(request: Request, response: Response, node: NodeDep, svc: Se
             svc.first_steps.expect(body.job, run.id)
             failed = session.scalar(select(Run).where(Run.key == body.restart_of)) if body.restart_of else None
             if failed is not None:  # the pending restart of the failed run is now done
-                restarted(svc, session, failed, run)
+                restarted(svc.incidents, session, failed, run)
                 for action in session.scalars(
                     select(Action).where(Action.kind == "restart", Action.status == "pending", Action.job_id == job_id)
                 ):
@@ -186,13 +186,13 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
                 run.state = state = "failed"
                 return RunEnded(run_id=run_id, state=state, incident_id=earlier)
         if not failed:
-            resolve_job(svc, job_id, run_id)
+            resolve_job(svc.incidents, job_id, run_id)
             return RunEnded(run_id=run_id, state=state, incident_id=None)
         streams = [StreamExit(s, None, body.exit_code, body.signal) for s in body.streams]
         streams += [StreamExit(r.stream, r.rank, r.exit_code, r.signal) for r in body.ranks if r.stream]
         checkpoint = body.checkpoint.model_dump() if body.checkpoint else None
         incident_id = open_incident(
-            svc,
+            svc.incidents,
             node_id=node.id,
             trigger="run_failed",
             run_id=run_id,
@@ -241,7 +241,7 @@ async def run_decision(
     out = await run_in_threadpool(look)
     while out.state == "pending" and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
-        if run_id in svc.decided or time.monotonic() >= deadline:
+        if run_id in svc.incidents.decided or time.monotonic() >= deadline:
             out = await run_in_threadpool(look)
     return out
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from sqlalchemy.orm import Session, sessionmaker
+
 from gpuwatch.diagnosis.model import Diagnosis as Result
 from gpuwatch.recovery import Decision
-from server.api.deps import Services
-from server.notify import Event, IncidentNotice
+from server.notify.webhooks import Event, IncidentNotice, Notifier
 from server.store.models import Incident, Job, Node, Run
 
 
 def send(
-    svc: Services,
+    notifier: Notifier | None,
+    sessions: sessionmaker[Session],
     event: Event,
     incident_id: int,
     result: Result | None,
@@ -18,9 +20,9 @@ def send(
     summary: str | None = None,
 ) -> None:
     """Queue a notice (never blocks, never raises past the notifier); nothing when none is configured."""
-    if svc.notifier is None or not svc.notifier.targets:
+    if notifier is None or not notifier.targets:
         return
-    with svc.sessions() as session:
+    with sessions() as session:
         incident = session.get(Incident, incident_id)
         if incident is None:
             return
@@ -38,4 +40,4 @@ def send(
         notice = IncidentNotice.from_diagnosis(
             event, incident_id, job_name, result, attempt=attempt, node=node_name, action=action, summary=why
         )
-    svc.notifier.notify(notice)
+    notifier.notify(notice)

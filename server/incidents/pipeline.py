@@ -27,8 +27,9 @@ from gpuwatch.diagnosis.model import Diagnosis as Result
 from gpuwatch.diagnosis.model import LogSource
 from gpuwatch.diagnosis.xid import xid_event_line
 from gpuwatch.recovery import Decision
-from server.api.deps import Services
-from server.incidents import notices, recover, snapshot
+from server.incidents import recover, snapshot
+from server.incidents.context import IncidentContext
+from server.notify import notices
 from server.store.db import lock, transaction
 from server.store.models import Diagnosis, EventRow, Incident, LogLineRow, Node, Run, utcnow
 
@@ -54,7 +55,7 @@ class StreamExit:
 
 
 def open_incident(
-    svc: Services,
+    ctx: IncidentContext,
     *,
     node_id: int,
     trigger: str,
@@ -73,7 +74,7 @@ def open_incident(
     Exactly once, across server replicas: a run gets one incident, and with ``once_since`` a node
     gets no second incident of the same trigger opened since then. The check and the insert hold a
     database lock on (trigger, node or run); None when the incident exists already."""
-    with transaction(svc.sessions) as session:
+    with transaction(ctx.sessions) as session:
         lock(session, f"incident:{trigger}:{node_id}" if run_id is None else f"incident:run:{run_id}")
         if run_id is not None and session.scalar(select(Incident.id).where(Incident.run_id == run_id)) is not None:
             return None
@@ -91,21 +92,23 @@ def open_incident(
             assert run is not None
             job_id = run.job_id
         node = session.get(Node, node_id)
-        taken = snapshot.take(svc, node.name if node else None, time.time())
+        taken = snapshot.take(ctx, node.name if node else None, time.time())
         incident = Incident(
             job_id=job_id, run_id=run_id, node_id=node_id, trigger=trigger, state="open", snapshot=taken
         )
         session.add(incident)
         session.flush()
         incident_id = incident.id
-    svc.metrics.incidents.labels(trigger).inc()
-    notices.send(svc, "opened", incident_id, None, summary=f"incident opened: {trigger.replace('_', ' ')}")
+    ctx.metrics.incidents.labels(trigger).inc()
+    notices.send(
+        ctx.notifier, ctx.sessions, "opened", incident_id, None, summary=f"incident opened: {trigger.replace('_', ' ')}"
+    )
     if result is not None:
-        _store(svc, incident_id, result)
-        _recover(svc, incident_id, run_id, result, checkpoint, local)
+        _store(ctx, incident_id, result)
+        _recover(ctx, incident_id, run_id, result, checkpoint, local)
         return incident_id
     timer = threading.Timer(
-        svc.settings.incident_settle_s, _diagnose_safely, args=(svc, incident_id, list(streams), checkpoint)
+        ctx.settings.incident_settle_s, _diagnose_safely, args=(ctx, incident_id, list(streams), checkpoint)
     )
     timer.daemon = True
     timer.start()
@@ -113,20 +116,20 @@ def open_incident(
 
 
 def _diagnose_safely(
-    svc: Services, incident_id: int, streams: list[StreamExit], checkpoint: dict[str, Any] | None
+    ctx: IncidentContext, incident_id: int, streams: list[StreamExit], checkpoint: dict[str, Any] | None
 ) -> None:
     try:
-        result = diagnose_incident(svc, incident_id, streams)
-        with svc.sessions() as session:
+        result = diagnose_incident(ctx, incident_id, streams)
+        with ctx.sessions() as session:
             incident = session.get(Incident, incident_id)
             run_id = incident.run_id if incident is not None else None
-        _recover(svc, incident_id, run_id, result, checkpoint, None)
+        _recover(ctx, incident_id, run_id, result, checkpoint, None)
     except Exception:  # a failed diagnosis leaves the incident open, and says why in the log
         log.exception("diagnosis of incident %d failed", incident_id)
 
 
 def _recover(
-    svc: Services,
+    ctx: IncidentContext,
     incident_id: int,
     run_id: int | None,
     result: Result,
@@ -134,16 +137,16 @@ def _recover(
     local: tuple[Decision, bool] | None,
 ) -> None:
     if run_id is None:
-        recover.exclude_for_incident(svc, incident_id, result)
+        recover.exclude_for_incident(ctx, incident_id, result)
     elif local is not None:
-        recover.record_local(svc, incident_id, local[0], checkpoint, local[1])
+        recover.record_local(ctx, incident_id, local[0], checkpoint, local[1])
     else:
-        recover.decide_for_run(svc, incident_id, result, checkpoint)
+        recover.decide_for_run(ctx, incident_id, result, checkpoint)
 
 
-def diagnose_incident(svc: Services, incident_id: int, streams: Sequence[StreamExit]) -> Result:
+def diagnose_incident(ctx: IncidentContext, incident_id: int, streams: Sequence[StreamExit]) -> Result:
     """Gather the incident's evidence from the database, diagnose it, store and count the result."""
-    with svc.sessions() as session:
+    with ctx.sessions() as session:
         incident = session.get(Incident, incident_id)
         assert incident is not None and incident.node_id is not None
         node = session.get(Node, incident.node_id)
@@ -183,7 +186,7 @@ def diagnose_incident(svc: Services, incident_id: int, streams: Sequence[StreamE
     result = diagnose(sources, llm=_llm())
     if result.node is None:
         result = replace(result, node=node_name)
-    _store(svc, incident_id, result, times)
+    _store(ctx, incident_id, result, times)
     return result
 
 
@@ -220,14 +223,14 @@ def _llm() -> LlmAnalyser | None:
     return LlmAnalyser.from_env(os.environ)
 
 
-def _store(svc: Services, incident_id: int, result: Result, times: dict[str, list[float]] | None = None) -> None:
+def _store(ctx: IncidentContext, incident_id: int, result: Result, times: dict[str, list[float]] | None = None) -> None:
     """Store the diagnosis; each evidence line gets its time (``ts``) when ``times`` knows its source."""
     evidence = []
     for e in result.evidence:
         known = (times or {}).get(e.file) or []
         ts = known[e.line - 1] if 0 < e.line <= len(known) else None
         evidence.append({"file": e.file, "line": e.line, "text": e.text, "ts": ts})
-    with transaction(svc.sessions) as session:
+    with transaction(ctx.sessions) as session:
         session.add(
             Diagnosis(
                 incident_id=incident_id,
@@ -247,8 +250,8 @@ def _store(svc: Services, incident_id: int, result: Result, times: dict[str, lis
         incident_row.state = "diagnosed"
         run_failure = incident_row.run_id is not None
     if run_failure:  # failures of jobs; node-level incidents are counted by gpuwatch_incidents_total
-        svc.metrics.failures.labels(result.reason, result.category).inc()
-    notices.send(svc, "diagnosed", incident_id, result)
+        ctx.metrics.failures.labels(result.reason, result.category).inc()
+    notices.send(ctx.notifier, ctx.sessions, "diagnosed", incident_id, result)
     log.warning("incident %d: %s on %s (%s)", incident_id, result.reason, result.node, result.source)
 
 

@@ -1,18 +1,9 @@
-"""Per-job analysis in memory: utilization, step time, communication overhead, stragglers and hangs.
+"""Per-job analysis in memory: utilization, step time, communication overhead, checkpointing.
 
 Fed from every ingest batch (processes, steps, attributed GPU samples) and asked by /metrics, the
-API and a periodic hang check. State per job is bounded (recent steps and samples within a time
-window), and a job unheard of for `forget_after_s` is dropped, which also bounds metric cardinality.
-
-Two definitions worth knowing:
-
-* **Straggler**: synchronous collectives make every rank's *wall* step time the same (the fast ranks
-  wait inside all_reduce for the slow one), so a straggler is found by its *compute* time, the step
-  minus the time spent in collectives: a rank whose compute time exceeds the median of the other
-  ranks' by more than `straggler_margin` (and `straggler_min_s`) for `straggler_steps` steps in a row.
-* **Hang**: the job as a whole: no rank has finished a step for the job's hang timeout, and every
-  GPU sample attributed to the job is idle (below `idle_util`). A long step on busy GPUs is progress,
-  not a hang. A job with no GPU samples at all (CPU-only) is judged on its steps alone.
+API and the detectors (`server.detect.stragglers` and `server.detect.hangs` read the state it keeps).
+State per job is bounded (recent steps and samples within a time window), and a job unheard of for
+`forget_after_s` is dropped, which also bounds metric cardinality.
 """
 
 from __future__ import annotations
@@ -23,7 +14,8 @@ import threading
 import time
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,18 +23,8 @@ from gpuwatch.protocol import CheckpointReport, GpuSeries, JobProcess, StepRepor
 from server.telemetry.points import POINT_GAP_S, GpuPoint, PointRing, Window
 
 
-@dataclass(frozen=True, slots=True)
-class Detection:
-    kind: str  # "straggler" | "hang"
-    job: str
-    node: str | None
-    ranks: tuple[int, ...]
-    message: str
-    data: dict[str, Any]
-
-
 @dataclass(slots=True)
-class _Rank:
+class RankState:
     rank: int
     node: str | None = None
     pid: int | None = None
@@ -72,11 +54,11 @@ class Checkpointing:
 
 
 @dataclass(slots=True)
-class _Job:
+class JobState:
     name: str
     world_size: int | None = None
     hang_timeout_s: float | None = None
-    ranks: dict[int, _Rank] = field(default_factory=dict)
+    ranks: dict[int, RankState] = field(default_factory=dict)
     pending: dict[int, dict[int, float]] = field(default_factory=dict)  # step -> rank -> compute seconds
     last_activity: float = 0.0
     hung: bool = False
@@ -89,10 +71,10 @@ class _Job:
     failures: int = 0  # run failures decided since this server started tracking the job
     checkpoint: Checkpointing = field(default_factory=Checkpointing)
 
-    def rank(self, r: int) -> _Rank:
+    def rank(self, r: int) -> RankState:
         state = self.ranks.get(r)
         if state is None:
-            state = self.ranks[r] = _Rank(r)
+            state = self.ranks[r] = RankState(r)
         return state
 
 
@@ -162,23 +144,15 @@ class JobTracker:
         *,
         window_s: float = 300.0,
         idle_util: float = 5.0,
-        straggler_margin: float = 0.2,
-        straggler_steps: int = 5,
-        straggler_min_s: float = 0.005,
-        default_hang_timeout_s: float = 600.0,
         forget_after_s: float = 3600.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.window_s = window_s
         self.idle_util = idle_util
-        self.straggler_margin = straggler_margin
-        self.straggler_steps = straggler_steps
-        self.straggler_min_s = straggler_min_s
-        self.default_hang_timeout_s = default_hang_timeout_s
         self.forget_after_s = forget_after_s
         self.clock = clock
         self._lock = threading.Lock()
-        self._jobs: dict[str, _Job] = {}
+        self._jobs: dict[str, JobState] = {}
 
     # -- feeding ----------------------------------------------------------------------------------
 
@@ -245,12 +219,11 @@ class JobTracker:
         period = at(s.period_s) or 1.0
         return GpuPoint(s.ts[i], now, s.gpu, mean, period, at(s.power_w), nvlink, pcie, len(utils), idle)
 
-    def add_steps(self, node: str, steps: list[StepReport]) -> list[Detection]:
-        """Record steps; return the stragglers they reveal."""
+    def add_steps(self, node: str, steps: list[StepReport]) -> set[str]:
+        """Record steps; the names of the jobs they were of (for `server.detect.stragglers`)."""
         now = self.clock()
-        found: list[Detection] = []
+        touched: set[str] = set()
         with self._lock:
-            touched: set[str] = set()
             for st in sorted(steps, key=lambda s: (s.job, s.step, s.rank)):
                 job = self._job(st.job, now)
                 r = job.rank(st.rank)
@@ -264,9 +237,7 @@ class JobTracker:
                     job.hung = False
                 job.pending.setdefault(st.step, {})[st.rank] = max(0.0, st.duration_s - st.comm_s)
                 touched.add(job.name)
-            for name in touched:
-                found.extend(self._evaluate_stragglers(self._jobs[name]))
-        return found
+        return touched
 
     def add_checkpoints(self, reports: list[CheckpointReport]) -> None:
         """Record the client's checkpoint saves (complete or failed)."""
@@ -290,80 +261,24 @@ class JobTracker:
         with self._lock:
             self._job(name, self.clock()).failures += 1
 
-    # -- detection --------------------------------------------------------------------------------
+    # -- for the detectors (server/detect) ---------------------------------------------------------
 
-    def _evaluate_stragglers(self, job: _Job) -> list[Detection]:
-        expected = max(2, job.world_size or 0, len([r for r in job.ranks if r >= 0]))
-        latest = max(job.pending)
-        found = []
-        for step in sorted(job.pending):
-            computes = job.pending[step]
-            complete = len(computes) >= expected
-            if not complete and step > latest - 50:
-                continue  # wait for the other ranks' reports of this step
-            del job.pending[step]
-            if len(computes) < 2:
-                continue
-            for rank, compute in computes.items():
-                others = statistics.median(c for r, c in computes.items() if r != rank)
-                state = job.rank(rank)
-                slow = compute > others * (1 + self.straggler_margin) and compute - others > self.straggler_min_s
-                state.streak = state.streak + 1 if slow else 0
-                if slow and state.streak >= self.straggler_steps and not state.straggling:
-                    state.straggling = True
-                    job.straggler_events += 1
-                    found.append(
-                        Detection(
-                            "straggler",
-                            job.name,
-                            state.node,
-                            (rank,),
-                            f"rank {rank} on {state.node} is a straggler: its compute time per step is "
-                            f"{compute:.3f}s against {others:.3f}s for the other ranks, {state.streak} steps in a row",
-                            {"rank": rank, "node": state.node, "step": step, "compute_s": compute, "others_s": others},
-                        )
-                    )
-                elif not slow:
-                    state.straggling = False
-        return found
-
-    def check_hangs(self) -> list[Detection]:
-        """Jobs that stopped stepping while their GPUs idle; each reported once per stall."""
-        now = self.clock()
-        found = []
+    @contextmanager
+    def locked(self) -> Iterator[dict[str, JobState]]:
+        """The jobs' state by name, held still while the caller reads (and marks) it."""
         with self._lock:
-            for name in [n for n, j in self._jobs.items() if now - j.last_activity > self.forget_after_s]:
-                del self._jobs[name]
-            for job in self._jobs.values():
-                stepping = [r for r in job.ranks.values() if r.last_progress is not None]
-                if job.hung or not stepping:
-                    continue
-                last = max(r.last_progress for r in stepping)  # type: ignore[type-var]
-                timeout = job.hang_timeout_s or self.default_hang_timeout_s
-                if now - last < timeout or not self._gpus_idle(job, now):
-                    continue
-                job.hung = True
-                job.hang_events += 1
-                stalled = min(stepping, key=lambda r: r.last_step)
-                found.append(
-                    Detection(
-                        "hang",
-                        job.name,
-                        stalled.node,
-                        tuple(sorted(r.rank for r in stepping)),
-                        f"job {job.name} has not finished a step for {now - last:.0f}s (hang timeout "
-                        f"{timeout:.0f}s) and its GPUs are idle; lowest step {stalled.last_step} on rank "
-                        f"{stalled.rank} ({stalled.node})",
-                        {
-                            "idle_for_s": now - last,
-                            "timeout_s": timeout,
-                            "last_steps": {str(r.rank): r.last_step for r in stepping},
-                        },
-                    )
-                )
-        return found
+            yield self._jobs
 
-    def _gpus_idle(self, job: _Job, now: float) -> bool:
+    def forget_quiet(self) -> list[str]:
+        """Drop the jobs unheard of for `forget_after_s` (bounds memory and metric cardinality)."""
+        now = self.clock()
+        with self._lock:
+            gone = [n for n, j in self._jobs.items() if now - j.last_activity > self.forget_after_s]
+            for name in gone:
+                del self._jobs[name]
+        return gone
+
+    def gpus_idle(self, job: JobState, now: float) -> bool:
         """A job never sampled (CPU-only) counts as idle: it is judged on its steps alone. One whose
         samples stopped arriving (this replica no longer hears from the node) is not: no evidence."""
         latest: dict[tuple[str | None, int], GpuPoint] = {}
@@ -417,7 +332,7 @@ class JobTracker:
                 **self._checkpointing(job, ranks, now),
             )
 
-    def _checkpointing(self, job: _Job, ranks: tuple[RankSummary, ...], now: float) -> dict[str, Any]:
+    def _checkpointing(self, job: JobState, ranks: tuple[RankSummary, ...], now: float) -> dict[str, Any]:
         c = job.checkpoint
         age = now - c.last_ok_ts if c.last_ok_ts is not None else None
         mtbf = (now - job.first_seen) / job.failures if job.failures else None
@@ -438,7 +353,7 @@ class JobTracker:
             "gpu_hours_at_risk": gpus * age / 3600 if age is not None and gpus else None,
         }
 
-    def _rank_summary(self, r: _Rank, points: Window, now: float, window: float) -> RankSummary:
+    def _rank_summary(self, r: RankState, points: Window, now: float, window: float) -> RankSummary:
         util_mean, util_p50, idle_fraction = points.util_stats()
         steps = [s for s in r.steps if now - s.ts <= window]
         duration = sum(s.duration_s for s in steps)
@@ -470,10 +385,10 @@ class JobTracker:
             straggler=r.straggling,
         )
 
-    def _job(self, name: str, now: float) -> _Job:
+    def _job(self, name: str, now: float) -> JobState:
         job = self._jobs.get(name)
         if job is None:
-            job = self._jobs[name] = _Job(name, first_seen=now)
+            job = self._jobs[name] = JobState(name, first_seen=now)
         job.last_activity = now
         return job
 

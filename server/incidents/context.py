@@ -1,0 +1,45 @@
+"""What the incident pipeline works with, handed to it once by the composition root (server/services.py):
+the database, its own metrics, where notices go, and the in-memory state it reads (the node's recent GPU
+samples for the snapshot, the job's last steps for the lost work)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from gpuwatch.config import Settings
+from server.incidents.metrics import IncidentMetrics
+from server.notify.webhooks import Notifier
+from server.telemetry.job_tracker import JobTracker
+from server.telemetry.latest import Telemetry
+
+
+class DecisionBoard:
+    """Runs decided on since this server started. The decision long poll watches this set instead of
+    querying the database every few milliseconds, and reads the database only once its run is in it
+    (and once when its wait ends, for decisions another server process made)."""
+
+    def __init__(self) -> None:
+        self._runs: set[int] = set()
+        self._lock = threading.Lock()
+
+    def mark(self, run_id: int) -> None:
+        with self._lock:
+            self._runs.add(run_id)
+
+    def __contains__(self, run_id: object) -> bool:
+        with self._lock:
+            return run_id in self._runs
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentContext:
+    settings: Settings
+    sessions: sessionmaker[Session]
+    metrics: IncidentMetrics
+    telemetry: Telemetry  # the node's recent GPU samples, kept with the incident
+    jobs: JobTracker  # the job's last steps (lost work) and failures (MTBF)
+    decided: DecisionBoard = field(default_factory=DecisionBoard)
+    notifier: Notifier | None = None

@@ -1,0 +1,98 @@
+"""Folding a stored batch into memory, all of it in one place, and what it asks of the rest of the server.
+
+`Folder.apply_batch` runs on the writer thread once the batch is committed (a replay folds nothing:
+it was folded the first time): its GPU series into the latest values, rings and rollups, its
+InfiniBand counters, its processes, steps and checkpoints into the job tracker, its Xids into their
+counter. What that turns up and needs the database — a run's first step to stamp, stragglers found,
+fatal Xids — comes back as a `FollowUp`, which the request runs (`Folder.follow_up`) off the writer
+thread, so that opening an incident never holds up other nodes' batches.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from gpuwatch.protocol import Batch
+from server.detect.detection import Detection
+from server.detect.metrics import DetectMetrics
+from server.detect.record import record
+from server.detect.stragglers import StragglerDetector
+from server.detect.xid import count_xids, fatal_xids, open_xid_incident
+from server.incidents.context import IncidentContext
+from server.ingest.first_steps import FirstSteps
+from server.ingest.store import StoreResult
+from server.store.models import Node
+from server.store.rollups import RollupBuffer
+from server.telemetry.job_tracker import JobTracker
+from server.telemetry.latest import Telemetry
+
+
+@dataclass(slots=True)
+class FollowUp:
+    """What a folded batch asks of the database: first steps to stamp (job, run id, step times),
+    detections to record, fatal Xid codes to open an incident for."""
+
+    first_steps: list[tuple[str, int, list[float]]] = field(default_factory=list)
+    detections: list[Detection] = field(default_factory=list)
+    fatal_xids: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.first_steps or self.detections or self.fatal_xids)
+
+
+class Folder:
+    """The in-memory state a batch is folded into, and who acts on what it turns up."""
+
+    def __init__(
+        self,
+        *,
+        telemetry: Telemetry,
+        jobs: JobTracker,
+        rollups: RollupBuffer,
+        first_steps: FirstSteps,
+        stragglers: StragglerDetector,
+        detect_metrics: DetectMetrics,
+        incidents: IncidentContext,
+    ) -> None:
+        self.telemetry, self.jobs, self.rollups = telemetry, jobs, rollups
+        self.first_steps, self.stragglers = first_steps, stragglers
+        self.detect_metrics, self.incidents = detect_metrics, incidents
+
+    def apply_batch(self, node: Node, batch: Batch, result: StoreResult) -> FollowUp:
+        """Fold one committed batch into memory (a duplicate only shows its node alive)."""
+        follow = FollowUp()
+        if not result.ack.duplicate:
+            name = node.name
+            if self.rollups.flush_s > 0:
+                self.rollups.add(node.id, batch.series)  # only once committed: a retried batch counts once
+            self.telemetry.add_series(name, batch.series)
+            self.telemetry.add_ib(name, batch.ib)
+            jobs = self.jobs
+            jobs.add_processes(name, batch.processes)
+            jobs.add_series(name, batch.series)
+            if batch.checkpoints:
+                jobs.add_checkpoints(batch.checkpoints)
+            if batch.steps:
+                follow.detections = self.stragglers.check(jobs.add_steps(name, batch.steps))
+                follow.first_steps = self._first_steps(batch)
+            count_xids(self.detect_metrics, name, result.new_events)
+            follow.fatal_xids = fatal_xids(batch, time.time())  # cheap: a regex only on kernel lines
+        self.telemetry.touch(node.name, batch.dropped or None)
+        return follow
+
+    def _first_steps(self, batch: Batch) -> list[tuple[str, int, list[float]]]:
+        firsts: dict[str, tuple[str, int, list[float]]] = {}
+        for st in batch.steps:
+            if st.job not in firsts and (run_id := self.first_steps.take(st.job)) is not None:
+                firsts[st.job] = (st.job, run_id, sorted(s.ts for s in batch.steps if s.job == st.job))
+        return list(firsts.values())
+
+    def follow_up(self, node: Node, follow: FollowUp) -> None:
+        """The database side of a folded batch (blocking: run it off the event loop)."""
+        if follow.first_steps:
+            self.first_steps.stamp(self.incidents.sessions, follow.first_steps)
+        if follow.detections:
+            record(self.incidents, self.detect_metrics, follow.detections)
+        if follow.fatal_xids:
+            open_xid_incident(self.incidents, node.id, node.name, follow.fatal_xids)

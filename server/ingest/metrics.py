@@ -1,0 +1,44 @@
+"""The ingest stage's own counters, registered on the app's registry (not the global one, so several
+apps can live in one test process). Label values known in advance start at 0, so that increase() and
+rate() see the first event (a series born at 1 shows no increase)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge
+from prometheus_client.registry import CollectorRegistry
+
+BATCH_OUTCOMES = ("stored", "duplicate", "rejected")
+
+
+class IngestMetrics:
+    """Batches and items stored, replays recognised, requests refused."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.batches = Counter("gpuwatch_ingest_batches", "Ingest batches, by outcome.", ["outcome"], registry=registry)
+        self.items = Counter(
+            "gpuwatch_ingest_items", "Items stored from ingest batches, by kind.", ["kind"], registry=registry
+        )
+        self.duplicates = Counter(
+            "gpuwatch_ingest_duplicate_items",
+            "Log lines and events already stored (replays).",
+            ["kind"],
+            registry=registry,
+        )
+        self.rejected = Counter(
+            "gpuwatch_ingest_rejected_requests", "Requests refused, by HTTP status.", ["status"], registry=registry
+        )
+        self.request_bytes = Counter(
+            "gpuwatch_ingest_bytes",
+            "Request body bytes received on ingest (as sent, compressed or not).",
+            registry=registry,
+        )
+        self.latency = Gauge(
+            "gpuwatch_ingest_last_batch_seconds", "Time the last batch took to store.", registry=registry
+        )
+        for labelled, values in (
+            (self.batches, BATCH_OUTCOMES),
+            (self.items, ("sample", "log", "event")),
+            (self.duplicates, ("log", "event")),
+        ):
+            for value in values:
+                labelled.labels(value)

@@ -1,0 +1,2 @@
+"""Telling people: incident notices (notices.py) delivered to Alertmanager-style webhooks and Slack
+(webhooks.py)."""

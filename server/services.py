@@ -1,0 +1,199 @@
+"""The composition root: every component of the server built once, each handed its collaborators.
+
+The data flow reads top to bottom in `build`: the store, the in-memory telemetry and job tracker, the
+incident pipeline's context, the detectors, the ingest stage (folder and writer), and the periodic
+checks. Nothing below this module reaches for a shared container: each component gets what it uses
+as arguments. The API's handlers (server/api) reach the components through the `Services` built
+here, which the app keeps in ``app.state``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, ProcessCollector
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from gpuwatch.config import Settings
+from gpuwatch.protocol import GpuInfo, GpuSample
+from server.detect.hangs import HangDetector
+from server.detect.metrics import DetectMetrics
+from server.detect.record import record
+from server.detect.silence import SilenceWatch
+from server.detect.stragglers import StragglerDetector
+from server.detect.watchdog import Watchdog
+from server.incidents.context import IncidentContext
+from server.incidents.info import IncidentCollector
+from server.incidents.metrics import IncidentMetrics
+from server.incidents.recover import expire_exclusions
+from server.ingest.apply import Folder
+from server.ingest.decode import mirror
+from server.ingest.first_steps import FirstSteps
+from server.ingest.metrics import IngestMetrics
+from server.ingest.writer import BatchWriter
+from server.notify.webhooks import Notifier
+from server.store.db import make_engine, make_sessionmaker
+from server.store.migrate import check_schema
+from server.store.models import Gpu, Node
+from server.store.nodes import NODE_SEEN_EVERY_S, LastSeen
+from server.store.retention import PruneResult, Retention, RetentionMetrics, prune
+from server.store.rollups import RollupBuffer
+from server.store.tokens import TokenCache
+from server.telemetry.exporter import MetricsExporter
+from server.telemetry.job_tracker import JobTracker
+from server.telemetry.latest import Telemetry
+
+log = logging.getLogger("gpuwatch.server")
+
+
+@dataclass(slots=True)
+class Services:
+    """The server's components (see `build`), and the two threads of periodic checks it starts."""
+
+    settings: Settings
+    engine: Engine
+    sessions: sessionmaker[Session]
+    registry: CollectorRegistry
+    telemetry: Telemetry
+    jobs: JobTracker
+    exporter: MetricsExporter
+    rollups: RollupBuffer  # per-minute rollups waiting for their flush
+    incidents: IncidentContext
+    silence: SilenceWatch
+    hangs: HangDetector
+    detect_metrics: DetectMetrics
+    ingest_metrics: IngestMetrics
+    first_steps: FirstSteps
+    folder: Folder
+    writer: BatchWriter
+    retention: RetentionMetrics
+    notifier: Notifier
+    tokens: TokenCache  # tokens recently looked up
+    _threads: list[Watchdog] = field(default_factory=list)
+
+    def start(self) -> None:
+        """Start the periodic checks: quiet jobs forgotten, hangs, silent nodes, exclusions' expiry and
+        rollup flushes on one thread, and pruning on a thread of its own (a long backlog must not delay
+        the hang checks)."""
+        checks = Watchdog(
+            [
+                ("job expiry", self.jobs.forget_quiet),
+                ("hang", lambda: record(self.incidents, self.detect_metrics, self.hangs.check())),
+                ("silent node", self.silence.check),
+                ("exclusion expiry", lambda: expire_exclusions(self.incidents)),
+                ("rollup flush", lambda: self.writer.flush_rollups(due_only=True)),
+            ],
+            self.settings.hang_check_s,
+        )
+        self._threads = [checks]
+        if self.settings.retention_interval_s > 0:
+            pruner = Watchdog(
+                [("retention", lambda: self.retention.observe(self._prune))], self.settings.retention_interval_s
+            )
+            self._threads.append(pruner)
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        """Stop the checks, store what is queued, flush the rollups, deliver what notices can be."""
+        for thread in reversed(self._threads):
+            thread.stop()
+        self.writer.stop()  # what is queued is stored first
+        self.writer.flush_rollups()
+        self.notifier.close()
+
+    def _prune(self) -> PruneResult:
+        """One retention run (server/store/retention.py); on PostgreSQL skipped while another replica prunes."""
+        return prune(self.engine, Retention.from_settings(self.settings), chunk=self.settings.retention_chunk_rows)
+
+
+def build(settings: Settings) -> Services:
+    """Build every component; raises SchemaOutOfDate when the database needs `gpuwatch db upgrade` first."""
+    url = settings.effective_database_url
+    engine = make_engine(url, settings.db_busy_timeout_ms)
+    check_schema(engine, url)
+    sessions = make_sessionmaker(engine)
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)  # process_cpu_seconds_total & co: is one core enough (scale-out.md)
+
+    telemetry = Telemetry(settings.ring_size, sample_type=mirror(GpuSample))
+    _load_inventory(sessions, telemetry)
+    jobs = JobTracker(window_s=settings.job_window_s)
+    exporter = MetricsExporter(
+        telemetry, registry, settings.node_timeout_s, jobs=jobs, max_rank_series=settings.max_rank_series
+    )
+    rollups = RollupBuffer(settings.rollup_flush_s)
+    notifier = Notifier.from_settings(settings, registry)
+
+    incidents = IncidentContext(settings, sessions, IncidentMetrics(registry), telemetry, jobs, notifier=notifier)
+    registry.register(IncidentCollector(sessions))
+
+    detect_metrics = DetectMetrics(registry)
+    stragglers = StragglerDetector(
+        jobs, margin=settings.straggler_margin, steps=settings.straggler_steps, min_s=settings.straggler_min_s
+    )
+    hangs = HangDetector(jobs, default_timeout_s=settings.hang_timeout_s)
+    silence = SilenceWatch(incidents, registry)
+
+    ingest_metrics = IngestMetrics(registry)
+    first_steps = FirstSteps()
+    folder = Folder(
+        telemetry=telemetry,
+        jobs=jobs,
+        rollups=rollups,
+        first_steps=first_steps,
+        stragglers=stragglers,
+        detect_metrics=detect_metrics,
+        incidents=incidents,
+    )
+    writer = BatchWriter(
+        sessions=sessions,
+        rollups=rollups,
+        fold=folder.apply_batch,
+        metrics=ingest_metrics,
+        seen=LastSeen(min(NODE_SEEN_EVERY_S, settings.node_timeout_s / 6)),
+        max_queued_bytes=settings.ingest_queue_bytes,
+        flush_between_groups=engine.dialect.name == "sqlite",
+    )
+    return Services(
+        settings=settings,
+        engine=engine,
+        sessions=sessions,
+        registry=registry,
+        telemetry=telemetry,
+        jobs=jobs,
+        exporter=exporter,
+        rollups=rollups,
+        incidents=incidents,
+        silence=silence,
+        hangs=hangs,
+        detect_metrics=detect_metrics,
+        ingest_metrics=ingest_metrics,
+        first_steps=first_steps,
+        folder=folder,
+        writer=writer,
+        retention=RetentionMetrics(registry),
+        notifier=notifier,
+        tokens=TokenCache(settings.token_cache_s),
+    )
+
+
+def _load_inventory(sessions: sessionmaker[Session], telemetry: Telemetry) -> None:
+    """Known GPUs are listed (without values) from the start, before their agents reconnect."""
+    with sessions() as session:
+        rows = session.execute(select(Node.name, Gpu).join(Gpu, Gpu.node_id == Node.id)).tuples().all()
+    by_node: dict[str, list[GpuInfo]] = {}
+    for name, gpu in rows:
+        by_node.setdefault(name, []).append(
+            GpuInfo(
+                index=gpu.index,
+                uuid=gpu.uuid,
+                name=gpu.model,
+                memory_total_mib=gpu.memory_total_mib,
+                pci_bus_id=gpu.pci_bus_id,
+            )
+        )
+    for name, gpus in by_node.items():
+        telemetry.set_inventory(name, gpus)
