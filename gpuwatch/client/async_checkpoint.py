@@ -44,6 +44,7 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,6 +52,10 @@ from gpuwatch.client.checkpoint import checkpoint_saved
 from gpuwatch.recovery.checkpoints import Checkpoint, validate, write_manifest
 
 log = logging.getLogger("gpuwatch.client")
+
+#: The process's reporter, for checkpointers made without one: set by `gpuwatch.client` (which imports
+#: this module, so this one cannot import it back), read at each report (tests swap the reporter).
+default_reporter: Callable[[], Any] | None = None
 
 STATE_FILE = "state.pt"
 _NAME = re.compile(r"step_(\d+)")
@@ -334,10 +339,8 @@ class AsyncCheckpointer:
             from gpuwatch.protocol import CheckpointReport
 
             reporter = self._reporter
-            if reporter is None:
-                import gpuwatch.client as gw
-
-                reporter = gw._reporter
+            if reporter is None and default_reporter is not None:
+                reporter = default_reporter()
             process = reporter.process()
             report = CheckpointReport(
                 job=process.job,

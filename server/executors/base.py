@@ -9,9 +9,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-from gpuwatch.config import Settings
+from typing import Protocol
 
 UNKNOWN = "unknown"  # job_state when the scheduler cannot say (no such job, scheduler unreachable)
 
@@ -52,32 +50,6 @@ class Executor(Protocol):
     def job_state(self, target: JobTarget) -> str:
         """The scheduler's word for the job now (RUNNING, PENDING, FAILED, ...), or "unknown"."""
         ...
-
-
-def executor_for(name: str, **options: Any) -> Executor:
-    """The executor called ``name``, built with ``options`` (its constructor's keyword arguments)."""
-    if name == "slurm":
-        from server.executors.slurm import SlurmExecutor
-
-        return SlurmExecutor(**options)
-    if name == "kubernetes":
-        from server.executors.kubernetes import KubernetesExecutor  # imports the kubernetes client: ~0.5 s
-
-        return KubernetesExecutor(**options)
-    if name == "local":
-        raise ValueError("the local executor is the supervisor (`gpuwatch run`), told over the HTTP API")
-    raise ValueError(f"unknown executor {name!r}: expected 'slurm' or 'kubernetes'")
-
-
-def executor_from_settings(name: str, settings: Settings) -> Executor:
-    """``executor_for(name)`` with the options the settings give (`slurm_bin_dir`, `kubeconfig`, …)."""
-    if name == "slurm" and settings.slurm_bin_dir is not None:
-        bin_dir = settings.slurm_bin_dir
-        return executor_for(name, scontrol=str(bin_dir / "scontrol"), squeue=str(bin_dir / "squeue"))
-    if name == "kubernetes":
-        kubeconfig = str(settings.kubeconfig) if settings.kubeconfig else None
-        return executor_for(name, kubeconfig=kubeconfig, context=settings.kube_context)
-    return executor_for(name)
 
 
 def render(argv: Sequence[str]) -> str:

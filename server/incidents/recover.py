@@ -31,7 +31,8 @@ from gpuwatch.diagnosis.model import Diagnosis as Result
 from gpuwatch.recovery import Attempt, Decision, decide
 from gpuwatch.recovery.settings import policy_config
 from gpuwatch.taxonomy import REASONS
-from server.executors.base import ActionResult, Executor, JobTarget, executor_from_settings
+from server.executors.base import ActionResult, Executor, JobTarget
+from server.executors.registry import executor_from_settings
 from server.incidents import snapshot
 from server.incidents.context import IncidentContext
 from server.notify import notices
