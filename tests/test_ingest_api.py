@@ -6,13 +6,16 @@ import gzip
 import json
 import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
+from gpuwatch.config import Settings
 from gpuwatch.protocol import Batch, Event, GpuInfo, GpuSample, GpuSeries, LogLine, RegisterRequest, to_series
+from server.store.db import _SQLITE_WRITERS
 from server.store.models import EventRow, Gpu, GpuRollup, LogLineRow, Node
 from tests.helpers import InProcessServer, new_token, wait_until
 
@@ -326,3 +329,25 @@ def test_a_series_column_of_the_wrong_length_is_refused_whole(live_server: InPro
     assert resp.status_code == 422, resp.text
     assert ["body", "series", 0, "util_gpu"] in [e["loc"] for e in resp.json()["detail"]]
     assert _count(live_server, LogLineRow) == 0
+
+
+def test_a_full_ingest_queue_is_503_with_retry_after_and_the_queued_batch_is_stored(settings: Settings) -> None:
+    """The writer refuses past `ingest_queue_bytes`; over HTTP that is 503 + Retry-After, which the agent
+    honours by keeping the batch. Held: the SQLite writer lock, so the first batch waits in the queue."""
+    first, second = _batch(0).model_dump_json().encode(), _batch(1).model_dump_json().encode()
+    with InProcessServer(settings.model_copy(update={"ingest_queue_bytes": len(first)})) as srv:
+        token = new_token(settings.effective_database_url, "node-a")
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        lock = _SQLITE_WRITERS[srv.services.engine]
+        with httpx.Client(base_url=srv.url, headers=headers, timeout=30) as http, ThreadPoolExecutor(1) as pool:
+            lock.acquire()
+            try:
+                waiting = pool.submit(http.post, "/api/v1/ingest", content=first)
+                wait_until(lambda: srv.services.writer.queued_bytes() > 0, what="the first batch to be queued")
+                refused = http.post("/api/v1/ingest", content=second)
+            finally:
+                lock.release()
+            stored = waiting.result(timeout=30)
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
+    assert "queue full" in refused.json()["detail"]
+    assert stored.status_code == 200 and stored.json()["logs"] == 5
