@@ -97,7 +97,7 @@ class Settings(BaseSettings):
         default=180.0, ge=0, description="GPU samples kept with incidents past diagnosis (post-mortem plots)"
     )
 
-    # notifications (server/NOTIFY.md); the URLs carry secrets: set them by environment or notify_url_file
+    # notifications (server/notify/README.md); the URLs carry secrets: set them by environment or notify_url_file
     public_url: str | None = Field(default=None, description="this server's URL for links; default http://host:port")
     notify_webhook_urls: list[str] = Field(default_factory=list, description="generic JSON webhooks (a JSON list)")
     notify_slack_urls: list[str] = Field(default_factory=list, description="Slack-compatible incoming webhooks")

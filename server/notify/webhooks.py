@@ -5,7 +5,7 @@ resolution, posted to generic JSON webhooks and Slack-compatible incoming webhoo
 worker thread per notifier delivers, retrying what may succeed later (connection errors, timeouts, 5xx,
 429) with exponential backoff. Webhook URLs are secrets (a Slack URL *is* its token): they never appear
 in a log line, an exception message, a repr or a metric label — only the host does. Payloads and
-settings are documented in server/NOTIFY.md.
+settings are documented in server/notify/README.md.
 """
 
 from __future__ import annotations
