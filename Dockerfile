@@ -5,6 +5,7 @@ COPY pyproject.toml README.md ./
 COPY gpuwatch ./gpuwatch
 COPY agent ./agent
 COPY server ./server
+COPY simulate ./simulate
 COPY migrations ./migrations
 RUN pip install --no-cache-dir . && useradd --system --home /var/lib/gpuwatch gpuwatch \
     && mkdir -p /var/lib/gpuwatch && chown gpuwatch /var/lib/gpuwatch

@@ -11,7 +11,7 @@ $(BIN)/python:
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install $(PIP_QUIET) -e .
-	$(BIN)/python -c "import gpuwatch, server, agent"
+	$(BIN)/python -c "import gpuwatch, server, agent, simulate"
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed

@@ -1,7 +1,7 @@
 """Detection and restart-decision latency of a live server under a simulated cluster's telemetry (issue 10).
 
 Starts `gpuwatch server` (its own process, SQLite unless --database-url), gives every simulated node a
-token, and runs `gpuwatch.simulate.live`: every node ships its GPUs' samples every --flush seconds
+token, and runs `simulate.live`: every node ships its GPUs' samples every --flush seconds
 while the first --failures failures of the seeded trace that strike jobs are replayed over --duration
 seconds (runs registered, Xid kernel lines, the runs' output, exits, decisions; node failures as
 agents that stop). Prints the latencies (p50/p99) and what the server diagnosed, as JSON.
@@ -22,12 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: the tests' helpers
 
-from gpuwatch.simulate import load_config
-from gpuwatch.simulate.live import LiveSettings, replay
-from gpuwatch.simulate.trace import node_name
 from server.store.db import make_engine, make_sessionmaker, transaction
 from server.store.migrate import upgrade
 from server.store.nodes import create_token
+from simulate.cluster import load_config
+from simulate.live import LiveSettings, replay
+from simulate.trace import node_name
 from tests.helpers import free_port, start_server
 
 

@@ -1,9 +1,10 @@
 """The `gpuwatch` command.
 
-The shared package imports neither the server nor the agent, so their commands are plugins: each
-side registers its own (`server`, `db`, `token` in `server/cli.py`; `agent`, `inject` in
-`agent/cli.py`) through the `gpuwatch.commands` entry points in pyproject.toml. A command module
-imports its heavy side (FastAPI, SQLAlchemy, NVML) only when that command runs.
+The shared package imports neither the server, the agent nor the simulation, so their commands are
+plugins: each side registers its own (`server`, `db`, `token`, `report` in `server/cli.py`; `agent`,
+`run`, `inject` in `agent/cli.py`; `simulate`, `demo` in `simulate/cli.py`) through the
+`gpuwatch.commands` entry points in pyproject.toml. A command module imports its heavy side (FastAPI,
+SQLAlchemy, NVML, matplotlib) only when that command runs.
 """
 
 from __future__ import annotations
@@ -32,19 +33,6 @@ def settings_for(config: Path | None, **overrides: object) -> Settings:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request would drown the agent's log
     return settings
-
-
-@app.command()
-def demo(
-    duration: Annotated[float | None, typer.Option(help="stop after S seconds (default: until Ctrl-C)")] = None,
-    data_dir: DataDirOpt = None,
-    nodes: Annotated[int, typer.Option(help="simulated nodes")] = 2,
-    gpus: Annotated[int, typer.Option(help="GPUs per node")] = 8,
-) -> None:
-    """Server on SQLite + simulated agents as separate processes, with a live table of their GPUs."""
-    from gpuwatch.demo import run_demo
-
-    raise typer.Exit(run_demo(duration=duration, data_dir=data_dir, nodes=nodes, gpus=gpus))
 
 
 @app.command()
@@ -94,38 +82,6 @@ def diagnose(
         typer.echo(f"the rules' best guess: {result.rules_guess}")
     for e in result.evidence:
         typer.echo(f"  {e.file}:{e.line}: {e.text}")
-
-
-@app.command()
-def simulate(
-    config: Annotated[
-        Path | None, typer.Option("--config", help="simulation TOML (shape: gpuwatch/simulate/default.toml)")
-    ] = None,
-    nodes: Annotated[int | None, typer.Option(help="nodes in the cluster")] = None,
-    gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per node")] = None,
-    days: Annotated[float | None, typer.Option(help="simulated days")] = None,
-    seed: Annotated[int | None, typer.Option(help="seed of the failure trace")] = None,
-    policy: Annotated[str, typer.Option(help="all, manual, torchrun, gpuwatch or gpuwatch-async")] = "all",
-    format: Annotated[str, typer.Option("--format", help="table, json or md")] = "table",
-    plot: Annotated[Path | None, typer.Option(help="write a PNG plot here")] = None,
-) -> None:
-    """Replay weeks of a cluster's failures through the real diagnosis and restart policy; compare ETTR,
-    lost GPU-hours and pages across policies on the same seeded trace. Needs no server."""
-    from gpuwatch.simulate.command import run
-
-    try:
-        run(
-            config=config,
-            nodes=nodes,
-            gpus_per_node=gpus_per_node,
-            days=days,
-            seed=seed,
-            policy=policy,
-            fmt=format,
-            plot=plot,
-        )
-    except (ValueError, OSError) as exc:
-        raise typer.BadParameter(str(exc)) from None
 
 
 def main() -> None:

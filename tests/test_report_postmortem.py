@@ -63,7 +63,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     ckpt = tmp / "ckpt"
     try:
         wait_until(lambda: len(httpx.get(f"{base}/api/v1/gpus").json()) == 2, what="the agent's GPUs")
-        job = [sys.executable, "-m", "gpuwatch.demo_job", "--ckpt-dir", str(ckpt), "--step-s", "0.15"]
+        job = [sys.executable, "-m", "simulate.demo_job", "--ckpt-dir", str(ckpt), "--step-s", "0.15"]
         sup = Proc(
             ["run", "--job", "report-job", "--checkpoint-dir", str(ckpt), *common, "--", *job],
             tmp / "sup.log",

@@ -15,17 +15,17 @@ import pytest
 
 from gpuwatch.diagnosis.diagnose import diagnose
 from gpuwatch.recovery.checkpoints import latest_valid
-from gpuwatch.simulate import POLICIES, load_config, simulate
-from gpuwatch.simulate.checkpointing import CheckpointDir, Schedule, quiet_skips, young_daly
-from gpuwatch.simulate.config import DAY, default_toml, from_dict
-from gpuwatch.simulate.engine import Engine
-from gpuwatch.simulate.evidence import VARIANTS, Where, generate
-from gpuwatch.simulate.pages import Records, pages
-from gpuwatch.simulate.policies import People
-from gpuwatch.simulate.report import plot_png, to_markdown
-from gpuwatch.simulate.trace import Fault, JobSpec, Trace
-from gpuwatch.simulate.trace import generate as make_trace
 from gpuwatch.taxonomy import REASONS
+from simulate.checkpointing import CheckpointDir, Schedule, quiet_skips, young_daly
+from simulate.cluster import POLICIES, load_config, simulate
+from simulate.config import DAY, default_toml, from_dict
+from simulate.engine import Engine
+from simulate.evidence import VARIANTS, Where, generate
+from simulate.pages import Records, pages
+from simulate.policies import People
+from simulate.report import plot_png, to_markdown
+from simulate.trace import Fault, JobSpec, Trace
+from simulate.trace import generate as make_trace
 
 CLI = [sys.executable, "-m", "gpuwatch"]
 
@@ -289,7 +289,7 @@ def test_pages_count_firing_episodes() -> None:
 
 def test_live_replay_measures_detection_and_decisions_on_a_real_server(tmp_path: Path) -> None:
     from gpuwatch.config import Settings
-    from gpuwatch.simulate.live import LiveSettings, replay
+    from simulate.live import LiveSettings, replay
     from tests.helpers import InProcessServer, migrated_sqlite, new_token
 
     url = migrated_sqlite(tmp_path)

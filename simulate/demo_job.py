@@ -1,7 +1,7 @@
 """A stand-in training job for the demo and the report tests: it steps, checkpoints, fails once, and
 resumes — through the same client API a real job uses, with no torch and no GPU.
 
-    python -m gpuwatch.demo_job --steps 20 --every 5 --fail-at 12 --ckpt-dir DIR
+    python -m simulate.demo_job --steps 20 --every 5 --fail-at 12 --ckpt-dir DIR
 
 Each step takes `--step-s` seconds of CPU work (so a simulated GPU bound to this process looks busy).
 A checkpoint is a small file `step_NNNNNN.ckpt` written atomically every `--every` steps and reported

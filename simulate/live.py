@@ -34,11 +34,11 @@ from typing import Any
 import httpx
 
 from gpuwatch.protocol import Batch, LogLine
-from gpuwatch.simulate.agents import AgentProcesses, Agents, AgentStats, request, ship
-from gpuwatch.simulate.config import SimConfig
-from gpuwatch.simulate.evidence import Where, generate
-from gpuwatch.simulate.trace import HANG, Fault, JobSpec, Trace, rng_for
-from gpuwatch.simulate.trace import generate as generate_trace
+from simulate.agents import AgentProcesses, Agents, AgentStats, request, ship
+from simulate.config import SimConfig
+from simulate.evidence import Where, generate
+from simulate.trace import HANG, Fault, JobSpec, Trace, rng_for
+from simulate.trace import generate as generate_trace
 
 API = "/api/v1"
 

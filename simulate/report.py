@@ -6,7 +6,7 @@ import io
 import json
 from typing import Any
 
-from gpuwatch.simulate.results import CHECKPOINTING, SimResult
+from simulate.results import CHECKPOINTING, SimResult
 
 _CATEGORIES = ("infrastructure", "preemption", "framework", "script", "unknown", CHECKPOINTING)
 _LABELS = {

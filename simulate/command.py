@@ -1,4 +1,4 @@
-"""What `gpuwatch simulate` does, apart from parsing its flags (gpuwatch/cli.py)."""
+"""What `gpuwatch simulate` does, apart from parsing its flags (simulate/cli.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import sys
 import time
 from pathlib import Path
 
-from gpuwatch.simulate import POLICIES, load_config, simulate
-from gpuwatch.simulate.report import plot_png, report
+from simulate.cluster import POLICIES, load_config, simulate
+from simulate.report import plot_png, report
 
 POLICY_CHOICES = ("all", *POLICIES)
 FORMATS = ("table", "json", "md")

@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from gpuwatch.simulate.config import DAY, SimConfig
-from gpuwatch.simulate.evidence import VARIANTS
+from simulate.config import DAY, SimConfig
+from simulate.evidence import VARIANTS
 
 HANG = "hang"
 K = TypeVar("K", int, str)

@@ -105,7 +105,7 @@ _SECTIONS = {
 
 
 def default_toml() -> str:
-    return resources.files("gpuwatch.simulate").joinpath("default.toml").read_text()
+    return resources.files("simulate").joinpath("default.toml").read_text()
 
 
 def load_config(path: Path | None = None, **overrides: Any) -> SimConfig:

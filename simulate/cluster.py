@@ -15,12 +15,12 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpuwatch.simulate.checkpointing import quiet_skips
-from gpuwatch.simulate.config import SimConfig, load_config
-from gpuwatch.simulate.engine import Engine
-from gpuwatch.simulate.policies import POLICIES, People
-from gpuwatch.simulate.results import PolicyResult, SimResult
-from gpuwatch.simulate.trace import Trace, generate
+from simulate.checkpointing import quiet_skips
+from simulate.config import SimConfig, load_config
+from simulate.engine import Engine
+from simulate.policies import POLICIES, People
+from simulate.results import PolicyResult, SimResult
+from simulate.trace import Trace, generate
 
 __all__ = ["POLICIES", "PolicyResult", "SimConfig", "SimResult", "Trace", "generate", "load_config", "simulate"]
 

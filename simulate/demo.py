@@ -2,7 +2,7 @@
 
 It starts `gpuwatch server` on SQLite and N simulated agents as separate processes, then shows a
 live table of every GPU as the server reports it (so what you see has gone agent → HTTP → server).
-A stand-in training job (`gpuwatch.demo_job`) runs under `gpuwatch run` on the first node: it
+A stand-in training job (`simulate.demo_job`) runs under `gpuwatch run` on the first node: it
 checkpoints, dies of a CUDA error, is diagnosed and restarted from its checkpoint by the server's
 decision, and finishes. The demo then writes the incident's post-mortem (HTML and Markdown) and ends,
 printing its path (with `--duration`, it ends at that time instead).
@@ -183,7 +183,7 @@ def _start_job(
     ckpt = data_dir / "checkpoints"
     args = ["run", "--job", DEMO_JOB, "--checkpoint-dir", str(ckpt), "--server", url, "--token", token]
     args += ["--node", node, "--"]
-    args += [sys.executable, "-m", "gpuwatch.demo_job", "--ckpt-dir", str(ckpt), "--steps", "24", "--fail-at", "17"]
+    args += [sys.executable, "-m", "simulate.demo_job", "--ckpt-dir", str(ckpt), "--steps", "24", "--fail-at", "17"]
     args += ["--step-s", "0.4"]
     # Its steps go to the first node's agent, whose simulated GPU 0 then follows the job's CPU use.
     return spawn(args, "demo-job.log", {"GPUWATCH_AGENT_URL": f"http://127.0.0.1:{client_port}"})

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from gpuwatch.recovery.policy import Attempt
-from gpuwatch.simulate.checkpointing import CheckpointDir, Schedule
-from gpuwatch.simulate.config import SimConfig
-from gpuwatch.simulate.evidence import VARIANTS, Where, generate
-from gpuwatch.simulate.pages import Records, pages
-from gpuwatch.simulate.policies import Failure, Gpuwatch, Policy, Response
-from gpuwatch.simulate.results import CHECKPOINTING, PolicyResult
-from gpuwatch.simulate.trace import HANG, Fault, JobSpec, Trace, rng_for
 from gpuwatch.taxonomy import REASONS
+from simulate.checkpointing import CheckpointDir, Schedule
+from simulate.config import SimConfig
+from simulate.evidence import VARIANTS, Where, generate
+from simulate.pages import Records, pages
+from simulate.policies import Failure, Gpuwatch, Policy, Response
+from simulate.results import CHECKPOINTING, PolicyResult
+from simulate.trace import HANG, Fault, JobSpec, Trace, rng_for
 
 RUNNING, HUNG, DOWN, STARTING = "running", "hung", "down", "starting"
 _ACTIVE = (RUNNING, HUNG, STARTING)

@@ -23,11 +23,11 @@ from typing import Protocol
 from gpuwatch.diagnosis.diagnose import diagnose, diagnose_hang, diagnose_silence
 from gpuwatch.diagnosis.model import Diagnosis
 from gpuwatch.recovery.policy import Attempt, decide
-from gpuwatch.simulate.checkpointing import Schedule, young_daly
-from gpuwatch.simulate.config import SimConfig
-from gpuwatch.simulate.evidence import Evidence
-from gpuwatch.simulate.trace import rng_for
 from gpuwatch.taxonomy import REASONS
+from simulate.checkpointing import Schedule, young_daly
+from simulate.config import SimConfig
+from simulate.evidence import Evidence
+from simulate.trace import rng_for
 
 USER_CATEGORIES = frozenset({"framework", "script"})
 NODE_TIMEOUT_S = 30.0  # gpuwatch's node_timeout_s: how long a node is silent before it counts as down
