@@ -41,6 +41,7 @@ class Api:
     JOBS = PREFIX + "/jobs"
     JOB_RUNS = PREFIX + "/jobs/{job_id}/runs"
     INCIDENTS = PREFIX + "/incidents"
+    INCIDENT = PREFIX + "/incidents/{incident_id}"
     INCIDENT_REPORT = PREFIX + "/incidents/{incident_id}/report"
     INCIDENT_PLOT = PREFIX + "/incidents/{incident_id}/plots/{gpu}.png"
     LOGS = PREFIX + "/logs"

@@ -19,9 +19,7 @@ from typing import Any
 
 import httpx
 
-from gpuwatch.protocol import Batch, GpuSample
-
-API = "/api/v1"
+from gpuwatch.protocol import Api, Batch, GpuSample
 
 
 @dataclass
@@ -57,7 +55,7 @@ async def ship(http: httpx.AsyncClient, stats: AgentStats, token: str, batch: Ba
     headers = {"Authorization": f"Bearer {token}", "Content-Encoding": "gzip", "Content-Type": "application/json"}
     started = time.perf_counter()
     try:
-        resp = await request(http, stats, "POST", f"{API}/ingest", content=body, headers=headers)
+        resp = await request(http, stats, "POST", Api.INGEST, content=body, headers=headers)
     except httpx.HTTPError:
         stats.batch_errors += 1
         return False

@@ -25,8 +25,14 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from gpuwatch.protocol import Api
+
 _CLI = [sys.executable, "-m", "gpuwatch"]
 DEMO_JOB = "demo-training"
+# A plot's link in a post-mortem's Markdown, `(/api/v1/incidents/<id>/plots/<gpu>.png)`: the GPU is captured.
+_PLOT_LINK = re.compile(
+    re.escape(f"({Api.INCIDENT_PLOT})").replace(r"\{incident_id\}", r"\d+").replace(r"\{gpu\}", r"(\d+)")
+)
 
 
 def _free_port() -> int:
@@ -134,7 +140,7 @@ def run_demo(duration: float | None, data_dir: Path | None, nodes: int = 2, gpus
         started = time.monotonic()
         with httpx.Client(base_url=url, timeout=5.0) as http, Live(console=console, refresh_per_second=2) as live:
             while duration is None or time.monotonic() - started < duration:
-                rows = http.get("/api/v1/gpus").json()
+                rows = http.get(Api.GPUS).json()
                 seen.update((g["node"], g["index"]) for g in rows if g.get("sample"))
                 story = _story(http, job)
                 table = _table(rows, url, time.monotonic() - started)
@@ -191,11 +197,11 @@ def _start_job(
 
 def _story(http: httpx.Client, job: subprocess.Popen[bytes]) -> dict[str, object]:
     """Where the demo job's failure and recovery stand, in one line."""
-    jobs = http.get("/api/v1/jobs", params={"name": DEMO_JOB}).json()
+    jobs = http.get(Api.JOBS, params={"name": DEMO_JOB}).json()
     if not jobs:
         return {"line": f"{DEMO_JOB}: starting"}
-    runs = http.get(f"/api/v1/jobs/{jobs[0]['id']}/runs").json()
-    incidents = [i for i in http.get("/api/v1/incidents").json() if i["job_id"] == jobs[0]["id"]]
+    runs = http.get(Api.JOB_RUNS.format(job_id=jobs[0]["id"])).json()
+    incidents = [i for i in http.get(Api.INCIDENTS).json() if i["job_id"] == jobs[0]["id"]]
     line = f"{DEMO_JOB}: attempt {runs[-1]['attempt']} {runs[-1]['state']}" if runs else f"{DEMO_JOB}: starting"
     out: dict[str, object] = {"line": line}
     if incidents:
@@ -214,11 +220,13 @@ def _write_postmortem(http: httpx.Client, story: dict[str, object], data_dir: Pa
     reports = data_dir / "reports"
     reports.mkdir(exist_ok=True)
     html = reports / f"incident-{incident}.html"
-    html.write_text(http.get(f"/api/v1/incidents/{incident}/report", params={"format": "html"}).text)
-    md = http.get(f"/api/v1/incidents/{incident}/report", params={"format": "md"}).text
-    for link in sorted(set(re.findall(r"\(/api/v1/incidents/\d+/plots/(\d+)\.png\)", md))):
+    report = Api.INCIDENT_REPORT.format(incident_id=incident)
+    html.write_text(http.get(report, params={"format": "html"}).text)
+    md = http.get(report, params={"format": "md"}).text
+    for link in sorted(set(_PLOT_LINK.findall(md))):
         name = f"incident-{incident}-gpu{link}.png"
-        (reports / name).write_bytes(http.get(f"/api/v1/incidents/{incident}/plots/{link}.png").content)
-        md = md.replace(f"(/api/v1/incidents/{incident}/plots/{link}.png)", f"({name})")
+        plot = Api.INCIDENT_PLOT.format(incident_id=incident, gpu=link)
+        (reports / name).write_bytes(http.get(plot).content)
+        md = md.replace(f"({plot})", f"({name})")
     html.with_suffix(".md").write_text(md)
     return html

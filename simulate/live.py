@@ -33,14 +33,12 @@ from typing import Any
 
 import httpx
 
-from gpuwatch.protocol import Batch, LogLine
+from gpuwatch.protocol import Api, Batch, LogLine
 from simulate.agents import AgentProcesses, Agents, AgentStats, request, ship
 from simulate.config import SimConfig
 from simulate.evidence import Where, generate
 from simulate.trace import HANG, Fault, JobSpec, Trace, rng_for
 from simulate.trace import generate as generate_trace
-
-API = "/api/v1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +185,7 @@ class Replay:
         evidence = generate(fault.reason, fault.variant, where, rng)
         key = uuid.UUID(int=rng.getrandbits(128)).hex
         started = await self._request(
-            http, "POST", f"{API}/runs", json={"job": job.name, "node": node, "key": key}, headers=self._auth(node)
+            http, "POST", Api.RUNS, json={"job": job.name, "node": node, "key": key}, headers=self._auth(node)
         )
         started.raise_for_status()
         run_id = started.json()["id"]
@@ -204,7 +202,9 @@ class Replay:
         await self._ship(http, node, logs=logs)
         t0 = time.time()
         exit_body = {"exit_code": evidence.exit_code, "streams": [stream]}
-        ended = await self._request(http, "POST", f"{API}/runs/{run_id}/exit", json=exit_body, headers=self._auth(node))
+        ended = await self._request(
+            http, "POST", Api.RUN_EXIT.format(run_id=run_id), json=exit_body, headers=self._auth(node)
+        )
         ended.raise_for_status()
         incident = ended.json().get("incident_id")
         self._expect.append(("run_failed", node, t0, fault.reason, incident))
@@ -212,7 +212,7 @@ class Replay:
         decision: dict[str, Any] | None = None
         while decision is None and time.time() < deadline:
             resp = await self._request(
-                http, "GET", f"{API}/runs/{run_id}/decision", params={"wait": 30}, headers=self._auth(node)
+                http, "GET", Api.RUN_DECISION.format(run_id=run_id), params={"wait": 30}, headers=self._auth(node)
             )
             if resp.status_code == 200 and resp.json()["state"] == "decided":
                 decision = resp.json()["decision"]
@@ -226,7 +226,7 @@ class Replay:
             self._excluded |= set(decision.get("exclude_nodes") or ())
             where_next = next((n for n in job.nodes if n not in self._excluded and n not in self._silenced), node)
             body = {"job": job.name, "node": where_next, "key": uuid.uuid4().hex, "restart_of": key}
-            await self._request(http, "POST", f"{API}/runs", json=body, headers=self._auth(where_next))
+            await self._request(http, "POST", Api.RUNS, json=body, headers=self._auth(where_next))
 
     def _kernel_lines(self, node: str, lines: list[str]) -> list[LogLine]:
         out = []
@@ -249,13 +249,13 @@ class Replay:
         """Follow every incident from the moment it exists until it has a diagnosis."""
         next_id, open_ids = 1, set[int]()
         while not self._stop.is_set():
-            resp = await self._request(http, "GET", f"{API}/incidents/{next_id}")
+            resp = await self._request(http, "GET", Api.INCIDENT.format(incident_id=next_id))
             if resp.status_code == 200:
                 open_ids.add(next_id)
                 next_id += 1
                 continue
             for incident_id in sorted(open_ids):
-                resp = await self._request(http, "GET", f"{API}/incidents/{incident_id}")
+                resp = await self._request(http, "GET", Api.INCIDENT.format(incident_id=incident_id))
                 if resp.status_code == 200 and resp.json().get("diagnosis") is not None:
                     self._seen[incident_id] = (time.time(), resp.json())
                     open_ids.discard(incident_id)
