@@ -54,5 +54,6 @@ def demo(
 
 
 def register(app: typer.Typer) -> None:
+    """Add the simulation's commands to `gpuwatch`."""
     app.command("simulate")(simulate)
     app.command("demo")(demo)
