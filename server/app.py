@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpuwatch import __version__
 from gpuwatch.config import Settings
+from gpuwatch.protocol import Api
 from server.api.deps import ReadAccess
 from server.api.limits import RateLimiter
 from server.api.routes import admin, health, ingest, read, recovery, reports, runs
@@ -79,14 +80,14 @@ class RejectionCounter:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] != "http" or not path.startswith("/api/v1/"):
+        if scope["type"] != "http" or not path.startswith(Api.PREFIX + "/"):
             await self.app(scope, receive, send)
             return
 
         async def counted(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] >= 400:
                 self.metrics.rejected.labels(str(message["status"])).inc()
-                if path == "/api/v1/ingest":
+                if path == Api.INGEST:
                     self.metrics.batches.labels("rejected").inc()
             await send(message)
 

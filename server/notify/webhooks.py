@@ -29,6 +29,7 @@ from prometheus_client.registry import CollectorRegistry
 from gpuwatch import __version__
 from gpuwatch.config import Settings
 from gpuwatch.diagnosis.model import Diagnosis
+from gpuwatch.protocol import Api
 
 log = logging.getLogger("gpuwatch.server.notify")
 
@@ -365,7 +366,7 @@ class Notifier:
         return bool(self.targets)
 
     def report_url(self, incident_id: int) -> str:
-        return f"{self.public_url}/api/v1/incidents/{incident_id}/report"
+        return self.public_url + Api.INCIDENT_REPORT.format(incident_id=incident_id)
 
     def notify(self, notice: IncidentNotice) -> None:
         """Queue ``notice`` for every target and return at once; never raises. When the queue is full

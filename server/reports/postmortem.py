@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpuwatch.config import Settings
+from gpuwatch.protocol import Api
 from gpuwatch.taxonomy import REASONS
 from server.reports.document import (
     EvidenceLine,
@@ -93,7 +94,7 @@ def build(session: Session, incident_id: int, settings: Settings) -> PostMortem 
         lost=_lost(session, incident, run, after, job),
         plots=_plots(session, incident, node, snapshot),
         recommendations=_advice(session, diagnosis, job, run, node_name),
-        logs_url=f"{public.rstrip('/')}/api/v1/logs?node={node.name if node else ''}",
+        logs_url=f"{public.rstrip('/')}{Api.LOGS}?node={node.name if node else ''}",
     )
 
 

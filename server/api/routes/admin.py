@@ -8,10 +8,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
+from gpuwatch.protocol import Api
 from server.api.deps import AdminDep, SessionDep
 from server.store.audit import recent
 
-router = APIRouter(prefix="/api/v1", tags=["admin"])
+router = APIRouter(prefix=Api.PREFIX, tags=["admin"])
 
 
 class AuditOut(BaseModel):

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from gpuwatch.protocol import PROTOCOL_VERSION, BatchAck, Heartbeat, RegisterRequest, RegisterResponse
+from gpuwatch.protocol import PROTOCOL_VERSION, Api, BatchAck, Heartbeat, RegisterRequest, RegisterResponse
 from server.api.body import read_body, read_model, validation_error
 from server.api.deps import NodeDep, ServicesDep, own_node
 from server.ingest.writer import QueueFull
@@ -17,7 +17,7 @@ from server.store.db import transaction
 from server.store.models import Node, utcnow
 from server.store.nodes import register
 
-router = APIRouter(prefix="/api/v1", tags=["ingest"])
+router = APIRouter(prefix=Api.PREFIX, tags=["ingest"])
 
 
 def _row(session: Session, node: Node) -> Node:

@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query
 from sqlalchemy import func, select
 
-from gpuwatch.protocol import GpuSample
+from gpuwatch.protocol import Api, GpuSample
 from server.api.deps import ServicesDep, SessionDep
 from server.api.schemas import (
     CheckpointOut,
@@ -25,7 +25,7 @@ from server.api.schemas import (
 from server.ingest.decode import as_model
 from server.store.models import Checkpoint, EventRow, Gpu, Job, JobRank, JobRollup, LogLineRow, Node, Run
 
-router = APIRouter(prefix="/api/v1", tags=["read"])
+router = APIRouter(prefix=Api.PREFIX, tags=["read"])
 
 
 @router.get("/nodes", response_model=list[NodeOut])

@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
+from gpuwatch.protocol import Api
 from server.api.body import read_model
 from server.api.deps import AdminDep, ServicesDep, SessionDep
 from server.incidents.recover import exclude_by_hand, excluded_nodes, is_paused, release_by_hand, set_paused
@@ -16,7 +17,7 @@ from server.store.audit import audit
 from server.store.db import transaction
 from server.store.models import Exclusion
 
-router = APIRouter(prefix="/api/v1", tags=["recovery"])
+router = APIRouter(prefix=Api.PREFIX, tags=["recovery"])
 
 
 class ExclusionOut(BaseModel):

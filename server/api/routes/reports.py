@@ -9,12 +9,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, HTTPException, Query, Response
 from starlette.concurrency import run_in_threadpool
 
+from gpuwatch.protocol import Api
 from server.api.deps import ServicesDep
 from server.reports.period import parse_since, period_report, render_period_html, render_period_markdown
 from server.reports.postmortem import build
 from server.reports.render import gpu_plots, render_html, render_markdown
 
-router = APIRouter(prefix="/api/v1", tags=["reports"])
+router = APIRouter(prefix=Api.PREFIX, tags=["reports"])
 
 MEDIA = {"md": "text/markdown; charset=utf-8", "html": "text/html; charset=utf-8"}
 Format = Annotated[Literal["md", "html"], Query(description="md or html")]
@@ -32,7 +33,7 @@ async def incident_report(incident_id: int, svc: ServicesDep, format: Format = "
             raise HTTPException(404, f"no incident {incident_id}")
         if format == "html":
             return render_html(pm)
-        return render_markdown(pm, {g: f"/api/v1/incidents/{incident_id}/plots/{g}.png" for g in pm.gpus})
+        return render_markdown(pm, {g: Api.INCIDENT_PLOT.format(incident_id=incident_id, gpu=g) for g in pm.gpus})
 
     return Response(await run_in_threadpool(work), media_type=MEDIA[format])
 

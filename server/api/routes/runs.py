@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from starlette.concurrency import run_in_threadpool
 
 from gpuwatch.diagnosis.model import Diagnosis as Diagnosis_
+from gpuwatch.protocol import Api
 from gpuwatch.recovery import Decision
 from gpuwatch.recovery.settings import policy_config
 from server.api.body import read_model
@@ -24,7 +25,7 @@ from server.store.jobs import job_ids
 from server.store.models import Action, Checkpoint, Diagnosis, Incident, Job, Node, Run, utcnow
 from server.store.upsert import insert_for
 
-router = APIRouter(prefix="/api/v1", tags=["runs"])
+router = APIRouter(prefix=Api.PREFIX, tags=["runs"])
 
 
 class RunStart(BaseModel):
