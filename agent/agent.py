@@ -9,13 +9,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from agent.api_client import ServerClient
 from agent.collectors.base import GpuCollector, GpuEvent
 from agent.collectors.infiniband import InfinibandCollector
 from agent.collectors.kernel import KmsgFollower, KmsgPosition, is_kmsg
 from agent.collectors.logfile import LogTailer, TailPosition
 from agent.jobs import JobDirectory
 from agent.local_api import LocalApi
-from agent.shipper import Backoff, ServerClient, Shipper
+from agent.shipper import Backoff, Shipper
 from agent.spool import Spool
 from agent.state import AgentState
 from gpuwatch import __version__

@@ -8,12 +8,11 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 import httpx
 
+from agent.api_client import ServerClient
 from agent.spool import Spool, SpoolItem
-from gpuwatch import __version__
 from gpuwatch.protocol import PROTOCOL_VERSION, Heartbeat, RegisterRequest, RegisterResponse
 
 log = logging.getLogger("gpuwatch.agent.shipper")
@@ -36,39 +35,6 @@ class Backoff:
 
     def reset(self) -> None:
         self.failures = 0
-
-
-class ServerClient:
-    """The agent's one HTTP client to the server."""
-
-    def __init__(self, base_url: str, token: str, timeout_s: float = 10.0) -> None:
-        self._http = httpx.Client(
-            base_url=base_url.rstrip("/"),
-            headers={"Authorization": f"Bearer {token}", "User-Agent": f"gpuwatch-agent/{__version__}"},
-            timeout=timeout_s,
-        )
-
-    def register(self, req: RegisterRequest) -> httpx.Response:
-        return self._post("/api/v1/nodes/register", req.model_dump_json().encode())
-
-    def heartbeat(self, beat: Heartbeat) -> httpx.Response:
-        return self._post("/api/v1/nodes/heartbeat", beat.model_dump_json().encode())
-
-    def send_batch(self, gzipped: bytes) -> httpx.Response:
-        return self._post("/api/v1/ingest", gzipped, gzip=True)
-
-    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """Any other API call (the supervisor's runs and decisions), on the same connections."""
-        return self._http.request(method, path, **kwargs)
-
-    def close(self) -> None:
-        self._http.close()
-
-    def _post(self, path: str, body: bytes, gzip: bool = False) -> httpx.Response:
-        headers = {"Content-Type": "application/json"}
-        if gzip:
-            headers["Content-Encoding"] = "gzip"
-        return self._http.post(path, content=body, headers=headers)
 
 
 class Shipper:

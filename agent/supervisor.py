@@ -36,10 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-import httpx
-
+from agent.api_client import ServerClient
 from agent.proctree import descendants, signal_all
-from agent.shipper import Backoff, ServerClient, Shipper
+from agent.shipper import Backoff, Shipper
 from agent.spool import Spool
 from gpuwatch.client.checkpoint import CHECKPOINT_LOG_ENV, RESUME_ENV
 from gpuwatch.config import Settings
@@ -85,24 +84,6 @@ class Exit:
         return bool(self.signal) or self.code not in (0, None)
 
 
-class Api:
-    """The supervisor's calls to the server; None when the server cannot be reached or refuses."""
-
-    def __init__(self, client: ServerClient) -> None:
-        self.client = client
-
-    def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any] | None:
-        try:
-            resp = self.client.request(method, path, **kwargs)
-        except httpx.TransportError as exc:
-            log.warning("server unreachable (%s %s: %s)", method, path, exc)
-            return None
-        if resp.status_code >= 300:
-            log.warning("server refused %s %s: HTTP %d %s", method, path, resp.status_code, resp.text[:300])
-            return None
-        return resp.json()
-
-
 class Outbox:
     """Runs whose start or exit the server has not acknowledged, kept on disk in order (JSON lines)."""
 
@@ -122,16 +103,16 @@ class Outbox:
         with self._lock:
             return len(self._read())
 
-    def deliver(self, api: Api) -> int:
+    def deliver(self, client: ServerClient) -> int:
         """Send what can be sent, in order; keep the rest. Returns how many are still pending."""
         with self._lock:
             records = self._read()
             while records:
                 rec = records[0]
-                started = api.call("POST", "/api/v1/runs", json=rec["start"])
+                started = client.start_run(rec["start"])
                 if started is None:
                     break
-                if api.call("POST", f"/api/v1/runs/{started['id']}/exit", json=rec["exit"]) is None:
+                if client.report_exit(started["id"], rec["exit"]) is None:
                     break
                 records.pop(0)
             tmp = self.path.with_suffix(".tmp")
@@ -156,11 +137,10 @@ class Supervisor:
         home = settings.data_dir / "supervisor" / _safe(options.job)
         home.mkdir(parents=True, exist_ok=True)
         self.home = home
-        client = ServerClient(settings.server_url, token)
-        self.api = Api(client)
+        self.client = ServerClient(settings.server_url, token)
         self.outbox = Outbox(home / "outbox.jsonl")
         self.spool = Spool(home / "spool", settings.spool_max_bytes)
-        self.shipper = Shipper(client, self.spool, None, heartbeat_s=None, backoff=Backoff(cap=5.0))
+        self.shipper = Shipper(self.client, self.spool, None, heartbeat_s=None, backoff=Backoff(cap=5.0))
         self.checkpoint_log = home / "checkpoints.jsonl"
         self.history: list[Attempt] = []
         self.stop = threading.Event()  # set by SIGTERM/SIGINT: stop the job, restart nothing
@@ -193,7 +173,7 @@ class Supervisor:
                     "scheduler": self.options.executor,
                     "external_id": self.options.external_id,
                 }
-                started = self.api.call("POST", "/api/v1/runs", json=start)
+                started = self.client.start_run(start)
                 run_id = started["id"] if started else None
                 began = time.monotonic()
                 result = self._launch(key, checkpoint, exclude, run_id)
@@ -215,12 +195,12 @@ class Supervisor:
                 restart_of, exclude = key, decision.exclude_nodes
         finally:
             self._flush_logs(timeout=5.0)
-            pending = self.outbox.deliver(self.api)
+            pending = self.outbox.deliver(self.client)
             if pending:
                 log.warning("%d run record(s) kept in %s for the server", pending, self.outbox.path)
             self.stop.set()
             sender.join(timeout=10)
-            self.shipper.client.close()
+            self.client.close()
 
     def latest_checkpoint(self) -> Checkpoint | None:
         """The newest valid checkpoint: reported by the job (checkpoint_saved) or found in the directory."""
@@ -322,7 +302,7 @@ class Supervisor:
         """While the job runs, wait for a decision about it: the server decides about a running run when
         it hangs (or its node went silent). Then stop the job; the attempt loop follows the decision."""
         while proc.poll() is None and not self.stop.is_set():
-            got = self.api.call("GET", f"/api/v1/runs/{run_id}/decision", params={"wait": 10})
+            got = self.client.decision(run_id, wait_s=10)
             if got is None:
                 self.stop.wait(5.0)  # the server is away; the job goes on
             elif got["state"] == "decided" and proc.poll() is None:
@@ -357,7 +337,7 @@ class Supervisor:
             body["checkpoint"] = {"path": str(checkpoint.path), "step": checkpoint.step, "saved_at": checkpoint.mtime}
         if result.failed:
             self._flush_logs(timeout=5.0)  # the server diagnoses from these lines: deliver them first
-        reported = self.api.call("POST", f"/api/v1/runs/{run_id}/exit", json=body) if run_id else None
+        reported = self.client.report_exit(run_id, body) if run_id else None
         if not result.failed:
             if reported is None:
                 self.outbox.add({"start": start, "exit": body})
@@ -378,7 +358,7 @@ class Supervisor:
         """Long-poll the server for its decision; None if it does not come within decision_timeout_s."""
         deadline = time.monotonic() + self.options.decision_timeout_s
         while not self.stop.is_set() and (left := deadline - time.monotonic()) > 0:
-            got = self.api.call("GET", f"/api/v1/runs/{run_id}/decision", params={"wait": min(left, 10.0)})
+            got = self.client.decision(run_id, wait_s=min(left, 10.0))
             if got is None:
                 return None
             if got["state"] == "decided":
@@ -413,7 +393,7 @@ class Supervisor:
             self._spool_pending()
             self.shipper.step()
             if time.monotonic() >= next_outbox and self.outbox.pending():
-                self.outbox.deliver(self.api)  # runs decided while the server was away
+                self.outbox.deliver(self.client)  # runs decided while the server was away
                 next_outbox = time.monotonic() + 2.0
             self.stop.wait(0.1)
         self._spool_pending()

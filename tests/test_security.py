@@ -28,7 +28,8 @@ import pytest
 from sqlalchemy import func, text
 from sqlalchemy import select as sql_select
 
-from agent.shipper import Backoff, ServerClient, Shipper
+from agent.api_client import ServerClient
+from agent.shipper import Backoff, Shipper
 from agent.spool import Spool
 from gpuwatch.config import CONFIG_ENV, Settings, load_settings
 from gpuwatch.diagnosis.llm import LlmAnalyser

@@ -15,7 +15,8 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from agent.shipper import Backoff, ServerClient, Shipper
+from agent.api_client import ServerClient
+from agent.shipper import Backoff, Shipper
 from agent.spool import Spool
 from gpuwatch.config import Settings
 from gpuwatch.protocol import Batch, Event, GpuInfo, GpuSample, LogLine, RegisterRequest
