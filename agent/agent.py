@@ -1,4 +1,4 @@
-"""The node agent: sample GPUs, tail logs, batch everything into the spool; the shipper sends it."""
+"""The node agent: run the collectors, batch what they read into the spool; the shipper sends it."""
 
 from __future__ import annotations
 
@@ -7,13 +7,10 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from agent.api_client import ServerClient
-from agent.collectors.base import GpuCollector, GpuEvent
-from agent.collectors.infiniband import InfinibandCollector
-from agent.collectors.kernel import KmsgFollower, KmsgPosition, is_kmsg
-from agent.collectors.logfile import LogTailer, TailPosition
+from agent.collectors.base import Collector, GpuCollector, GpuEvent, Reading, Resumable
+from agent.collectors.registry import REGISTRY, Registry
 from agent.jobs import JobDirectory
 from agent.local_api import LocalApi
 from agent.shipper import Backoff, Shipper
@@ -21,7 +18,7 @@ from agent.spool import Spool
 from agent.state import AgentState
 from gpuwatch import __version__
 from gpuwatch.config import Settings
-from gpuwatch.diagnosis.xid import fatal_xid_in_line, xid_reason
+from gpuwatch.diagnosis.xid import xid_reason
 from gpuwatch.protocol import (
     MAX_BATCH_ITEMS,
     Batch,
@@ -44,7 +41,11 @@ _TAIL_PERIOD_S = 0.2
 
 
 class Agent:
-    def __init__(self, settings: Settings, collector: GpuCollector, clock: Callable[[], float] = time.time) -> None:
+    """One node's agent; ``registry`` names the collectors it may run (the settings pick among them)."""
+
+    def __init__(
+        self, settings: Settings, registry: Registry = REGISTRY, clock: Callable[[], float] = time.time
+    ) -> None:
         token = settings.effective_token
         if not token:
             raise ValueError(
@@ -52,22 +53,15 @@ class Agent:
                 "(create one with `gpuwatch token create --node N`)"
             )
         self.settings = settings
-        self.collector = collector
         self.clock = clock
         self.state = AgentState.load(settings.agent_dir / "state.json")
         self.spool = Spool(settings.effective_spool_dir, settings.spool_max_bytes)
-        self.tailers = [
-            LogTailer(p, self.state.files.get(str(p), TailPosition())) for p in map(Path, settings.log_files)
-        ]
-        self.kmsg: KmsgFollower | None = None
-        if settings.kernel_log is not None:  # NVRM Xid lines, OOM-killer lines: evidence for diagnosis
-            kernel = Path(settings.kernel_log)
-            if is_kmsg(kernel):
-                self.kmsg = KmsgFollower(kernel, KmsgPosition(self.state.kmsg.boot_id, self.state.kmsg.seq))
-            else:  # a file holding kernel lines (a syslog `kern.log`, or a test's)
-                self.tailers.append(
-                    LogTailer(kernel, self.state.files.get(str(kernel), TailPosition()), stream="kernel")
-                )
+        built = registry.build(settings, self.state)
+        self.collectors: dict[str, Collector] = {spec.name: c for spec, c in built}
+        self._sampled = [(spec.name, c) for spec, c in built if not spec.follows]
+        self._followed = [(spec.name, c) for spec, c in built if spec.follows]
+        #: The node registers with its GPUs; None when the gpu collector is off (an InfiniBand-only node).
+        self.gpu: GpuCollector | None = next((c for c in self.collectors.values() if isinstance(c, GpuCollector)), None)
         self.shipper = Shipper(
             ServerClient(settings.server_url, token),
             self.spool,
@@ -79,7 +73,6 @@ class Agent:
         self._events: list[Event] = []
         self._logs: list[LogLine] = []
         self.jobs = JobDirectory(socket.gethostname())
-        self.infiniband = InfinibandCollector(settings.sysfs_root)
         self._ib: list[IbPortSample] = []
         # Filled by the local API's threads, drained by the main loop.
         self._client_lock = threading.Lock()
@@ -100,10 +93,11 @@ class Agent:
         next_sample = next_flush = self.clock()
         next_flush += s.flush_s
         log.info(
-            "agent %s: %d GPUs via %s, shipping to %s",
+            "agent %s: collectors %s, %d GPUs via %s, shipping to %s",
             s.node,
-            len(self.collector.inventory()),
-            self.collector.name,
+            ", ".join(self.collectors) or "none",
+            len(self.gpu.inventory()) if self.gpu else 0,
+            self.gpu.name if self.gpu else "none",
             s.server_url,
         )
         try:
@@ -112,24 +106,21 @@ class Agent:
                 if now >= next_sample:
                     self._sample(now)
                     next_sample = max(next_sample + s.interval_s, now)  # skip missed ticks, never burst
-                self._tail(now)
+                self._follow(now)
                 if now >= next_flush or self._urgent:
                     self._urgent = False
                     self.flush()
                     next_flush = now + s.flush_s
                 self.stop.wait(max(0.0, min(next_sample, next_flush, now + _TAIL_PERIOD_S) - self.clock()))
         finally:
-            self._tail(self.clock())
+            self._follow(self.clock())
             self.flush()
             self.stop.set()
             self.local_api.close()
             sender.join()
             self.shipper.client.close()
-            self.collector.close()
-            for t in self.tailers:
-                t.close()
-            if self.kmsg is not None:
-                self.kmsg.close()
+            for c in self.collectors.values():
+                c.close()
 
     def flush(self) -> None:
         """Turn everything pending into spooled batches, then remember the positions they cover."""
@@ -163,10 +154,9 @@ class Agent:
                 dropped=dropped,
             )
             self.spool.put_batch(batch)
-        for t in self.tailers:
-            self.state.files[str(t.path)] = TailPosition(t.position.inode, t.committed_offset)
-        if self.kmsg is not None:
-            self.state.kmsg = KmsgPosition(self.kmsg.position.boot_id, self.kmsg.position.seq)
+        for c in self.collectors.values():
+            if isinstance(c, Resumable):
+                c.save(self.state)
         self.state.save()
         self.shipper.wakeup.set()
 
@@ -179,19 +169,33 @@ class Agent:
             self._binds.append(report.process)
 
     def _sample(self, now: float) -> None:
+        """Run the collectors of the sampling interval (GPUs, InfiniBand)."""
         with self._client_lock:
             binds, self._binds = self._binds, []
         for proc in binds:
-            if self.jobs.register(proc) and proc.gpu is not None and hasattr(self.collector, "bind"):
-                self.collector.bind(proc.gpu, proc.pid)  # simulated GPUs follow the process's activity
-        reading = self.collector.collect(now)
-        self.jobs.prune({p.pid for s in reading.samples for p in s.processes or ()})
-        self._samples.extend(self.jobs.attribute(reading.samples, self.settings.interval_s))
-        ports, ib_events = self.infiniband.collect(now)
-        self._ib.extend(ports)
-        self._events.extend(self._sequence(e, "infiniband") for e in ib_events)
-        self._events.extend(self._sequence(e, f"gpu:{self.collector.name}") for e in reading.events)
-        if any(e.kind == "xid" and xid_reason(int(e.data.get("xid") or 0)) for e in reading.events):
+            if self.jobs.register(proc) and proc.gpu is not None and hasattr(self.gpu, "bind"):
+                self.gpu.bind(proc.gpu, proc.pid)  # simulated GPUs follow the process's activity
+        for _name, collector in self._sampled:
+            self._take(collector, collector.collect(now))
+
+    def _follow(self, now: float) -> None:
+        """Run the followers of appended lines (job logs, the kernel log)."""
+        for _name, collector in self._followed:
+            self._take(collector, collector.collect(now))
+
+    def _take(self, collector: Collector, reading: Reading) -> None:
+        """Queue a reading for the next flush: samples attributed to jobs, events and lines numbered."""
+        if collector is self.gpu:
+            self.jobs.prune({p.pid for s in reading.samples for p in s.processes or ()})
+        if reading.samples:
+            self._samples.extend(self.jobs.attribute(reading.samples, self.settings.interval_s))
+        self._ib.extend(reading.ib)
+        self._events.extend(self._sequence(e, collector.stream) for e in reading.events)
+        for line in reading.lines:
+            self._logs.append(
+                LogLine(stream=line.stream, seq=self.state.next_seq(line.stream), ts=line.ts, text=line.text)
+            )
+        if reading.urgent or any(e.kind == "xid" and xid_reason(int(e.data.get("xid") or 0)) for e in reading.events):
             self._urgent = True
 
     def _sequence(self, event: GpuEvent, stream: str) -> Event:
@@ -205,28 +209,12 @@ class Agent:
             data=event.data,
         )
 
-    def _tail(self, now: float) -> None:
-        if self.kmsg is not None:
-            for record in self.kmsg.poll():
-                self._urgent = self._urgent or fatal_xid_in_line(record.text) is not None
-                stream = self.kmsg.stream
-                self._logs.append(
-                    LogLine(stream=stream, seq=self.state.next_seq(stream), ts=record.ts, text=record.text)
-                )
-        for tailer in self.tailers:
-            for text in tailer.poll():
-                if tailer.stream == "kernel" and fatal_xid_in_line(text) is not None:
-                    self._urgent = True
-                self._logs.append(
-                    LogLine(stream=tailer.stream, seq=self.state.next_seq(tailer.stream), ts=now, text=text)
-                )
-
     def _registration(self) -> RegisterRequest:
         return RegisterRequest(
             hostname=socket.gethostname(),
             node=self.settings.node,
             agent_version=__version__,
-            collector=self.collector.name,
-            driver_version=self.collector.driver_version(),
-            gpus=self.collector.inventory(),
+            collector=self.gpu.name if self.gpu else "",
+            driver_version=self.gpu.driver_version() if self.gpu else None,
+            gpus=self.gpu.inventory() if self.gpu else [],
         )

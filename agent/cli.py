@@ -34,6 +34,12 @@ def agent_command(
         Path | None, typer.Option(help="/dev/kmsg (root or CAP_SYSLOG), or a file of kernel lines, to follow")
     ] = None,
     sysfs_root: Annotated[Path | None, typer.Option(help="sysfs root for InfiniBand counters")] = None,
+    collector: Annotated[
+        list[str] | None, typer.Option("--collector", metavar="NAME", help="run this collector (repeatable)")
+    ] = None,
+    no_collector: Annotated[
+        list[str] | None, typer.Option("--no-collector", metavar="NAME", help="do not run this collector (repeatable)")
+    ] = None,
 ) -> None:
     """Run the node agent: sample GPUs, tail logs, ship to the server."""
     from agent.main import run_agent
@@ -55,6 +61,12 @@ def agent_command(
         kernel_log=kernel_log,
         sysfs_root=sysfs_root,
     )
+    if collector or no_collector:
+        if both := sorted(set(collector or ()) & set(no_collector or ())):
+            raise typer.BadParameter(f"--collector and --no-collector both name {', '.join(both)}")
+        chosen = {**dict.fromkeys(collector or (), True), **dict.fromkeys(no_collector or (), False)}
+        # Per name, over what the file or the environment said of it: the others keep their choice.
+        settings = settings.model_copy(update={"collectors": {**settings.collectors, **chosen}})
     raise typer.Exit(run_agent(settings))
 
 

@@ -1,4 +1,4 @@
-"""`gpuwatch agent`: pick the collector, wire signals, run the agent."""
+"""`gpuwatch agent`: build the agent and its collectors, wire signals, run it."""
 
 from __future__ import annotations
 
@@ -7,25 +7,14 @@ import sys
 from types import FrameType
 
 from agent.agent import Agent
-from agent.collectors.base import CollectorUnavailable, GpuCollector
+from agent.collectors.base import CollectorUnavailable
 from gpuwatch.config import Settings
-
-
-def make_collector(settings: Settings) -> GpuCollector:
-    if settings.simulate:
-        from agent.collectors.simulated import SimulatedCollector
-
-        return SimulatedCollector(settings.node, settings.simulate, fault_dir=settings.agent_dir / "faults")
-    from agent.collectors.nvml import NvmlCollector
-
-    return NvmlCollector()
 
 
 def run_agent(settings: Settings) -> int:
     try:
-        collector = make_collector(settings)
-        agent = Agent(settings, collector)
-    except (CollectorUnavailable, ValueError, OSError) as exc:
+        agent = Agent(settings)
+    except (CollectorUnavailable, ValueError, OSError) as exc:  # no driver, an unknown collector, no port
         print(f"gpuwatch agent: {exc}", file=sys.stderr)
         return 2
 

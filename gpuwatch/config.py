@@ -147,6 +147,9 @@ class Settings(BaseSettings):
     simulate: int = Field(default=0, ge=0, le=64, description="simulated GPUs instead of NVML")
     client_port: int = Field(default=8601, ge=0, le=65535, description="loopback port for training clients")
     sysfs_root: Path = Field(default=Path("/sys"), description="where InfiniBand counters are read from")
+    collectors: dict[str, bool] = Field(
+        default_factory=dict, description="agent collectors on or off by name, over their defaults"
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.collectors.base import GpuEvent
+from agent.collectors.base import GpuEvent, Reading
 from agent.collectors.infiniband import ERROR_COUNTERS, InfinibandCollector
 from gpuwatch.protocol import IbPortSample
 
@@ -45,7 +45,8 @@ def _set_state(root: Path, device: str, state: str) -> None:
 
 
 def _collect(c: InfinibandCollector, now: float) -> tuple[dict[tuple[str, int], IbPortSample], list[GpuEvent]]:
-    samples, events = c.collect(now)
+    reading = c.collect(now)
+    samples, events = reading.ib, reading.events
     for s in samples:  # every sample must survive the wire, exactly as the server will parse it
         assert IbPortSample.model_validate_json(s.model_dump_json()) == s
     by_port = {(s.device, s.port): s for s in samples}
@@ -278,9 +279,9 @@ def test_clock_that_did_not_advance_gives_no_rate(sysfs: Path) -> None:
 
 
 def test_no_infiniband_gives_empty_results(tmp_path: Path) -> None:
-    assert InfinibandCollector(tmp_path / "no-such-root").collect(T0) == ([], [])
+    assert InfinibandCollector(tmp_path / "no-such-root").collect(T0) == Reading()
     (tmp_path / "sys" / "class").mkdir(parents=True)  # a sysfs without class/infiniband
-    assert InfinibandCollector(tmp_path / "sys").collect(T0) == ([], [])
+    assert InfinibandCollector(tmp_path / "sys").collect(T0) == Reading()
 
 
 def test_infiniband_class_vanishing_reports_every_port_gone(sysfs: Path) -> None:
@@ -290,4 +291,4 @@ def test_infiniband_class_vanishing_reports_every_port_gone(sysfs: Path) -> None
     samples, events = _collect(c, T0 + 5)
     assert samples == {}
     assert [(e.kind, e.data["device"]) for e in events] == [("ib_port_gone", "mlx5_0"), ("ib_port_gone", "mlx5_1")]
-    assert InfinibandCollector(sysfs).collect(T0 + 10) == ([], [])
+    assert InfinibandCollector(sysfs).collect(T0 + 10) == Reading()

@@ -19,7 +19,6 @@ import pytest
 from sqlalchemy import func, select
 
 from agent.agent import Agent
-from agent.collectors.simulated import SimulatedCollector
 from gpuwatch.config import Settings
 from gpuwatch.protocol import Batch, Event, GpuInfo, GpuSample, LogLine, RegisterRequest
 from server.store.db import make_engine
@@ -179,8 +178,9 @@ def test_a_job_log_line_with_a_nul_is_shipped_and_stored(server: InProcessServer
         client_port=0,
         flush_s=0.1,
         log_files=[job_log],
+        simulate=1,
     )
-    agent = Agent(settings, SimulatedCollector(NODE, 1))
+    agent = Agent(settings)
     running = threading.Thread(target=agent.run, daemon=True)
     running.start()
 

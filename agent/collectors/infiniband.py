@@ -33,7 +33,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from agent.collectors.base import GpuEvent
+from agent.collectors.base import GpuEvent, Reading
 from gpuwatch.protocol import IbPortSample
 
 log = logging.getLogger(__name__)
@@ -81,11 +81,13 @@ class InfinibandCollector:
     """Reads every InfiniBand port under ``sysfs_root`` once per ``collect``; never raises for one port's
     trouble, and a machine without InfiniBand simply yields nothing."""
 
+    stream = "infiniband"
+
     def __init__(self, sysfs_root: Path = Path("/sys")) -> None:
         self._class_dir = Path(sysfs_root) / "class" / "infiniband"
         self._ports: dict[tuple[str, int], _PortState] = {}
 
-    def collect(self, now: float) -> tuple[list[IbPortSample], list[GpuEvent]]:
+    def collect(self, now: float) -> Reading:
         samples: list[IbPortSample] = []
         events: list[GpuEvent] = []
         seen: set[tuple[str, int]] = set()
@@ -105,7 +107,10 @@ class InfinibandCollector:
                     data={"device": device, "port": port},
                 )
             )
-        return samples, events
+        return Reading(events=events, ib=samples)
+
+    def close(self) -> None:
+        pass  # every read opens and closes its file: a port may vanish between readings
 
     def _list_ports(self) -> list[tuple[str, int, Path]]:
         """(device, port, port dir), sorted. Every step tolerates the tree changing under it (hot unplug)."""

@@ -19,8 +19,15 @@ import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from agent.collectors.base import Line, Reading
+from agent.collectors.logfile import LogTailer, TailPosition
+from gpuwatch.diagnosis.xid import fatal_xid_in_line
 from gpuwatch.protocol import MAX_LOG_LINE_CHARS, log_text
+
+if TYPE_CHECKING:
+    from agent.state import AgentState
 
 log = logging.getLogger("gpuwatch.agent.kernel")
 
@@ -129,3 +136,39 @@ class KmsgFollower:
                 self._warned = True
             return False
         return True
+
+
+class KernelLogCollector:
+    """The kernel log as a collector, in stream ``kernel``: the records of /dev/kmsg, or the lines of a
+    file of kernel lines (a syslog ``kern.log``, or a test's). A fatal Xid line makes its reading urgent:
+    the server opens an incident from it, so it should not wait for the next flush."""
+
+    stream = KmsgFollower.stream
+
+    def __init__(self, path: Path, kmsg: KmsgPosition, file: TailPosition) -> None:
+        self._kmsg: KmsgFollower | None = None
+        self._file: LogTailer | None = None
+        if is_kmsg(path):
+            self._kmsg = KmsgFollower(path, KmsgPosition(kmsg.boot_id, kmsg.seq))
+        else:
+            self._file = LogTailer(path, file, stream=self.stream)
+
+    def collect(self, now: float) -> Reading:
+        if self._kmsg is not None:
+            lines = [Line(self.stream, r.ts, r.text) for r in self._kmsg.poll()]
+        else:
+            assert self._file is not None
+            lines = [Line(self.stream, now, text) for text in self._file.poll()]
+        return Reading(lines=lines, urgent=any(fatal_xid_in_line(line.text) is not None for line in lines))
+
+    def save(self, state: AgentState) -> None:
+        if self._kmsg is not None:
+            state.kmsg = KmsgPosition(self._kmsg.position.boot_id, self._kmsg.position.seq)
+        elif self._file is not None:
+            state.files[str(self._file.path)] = TailPosition(self._file.position.inode, self._file.committed_offset)
+
+    def close(self) -> None:
+        if self._kmsg is not None:
+            self._kmsg.close()
+        if self._file is not None:
+            self._file.close()

@@ -1,13 +1,18 @@
-"""Follows a job log file line by line, surviving truncation and rotation, resumable from an offset."""
+"""Follows job log files line by line, surviving truncation and rotation, resumable from an offset."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
+from agent.collectors.base import Line, Reading
 from gpuwatch.protocol import MAX_LOG_LINE_CHARS, log_text
+
+if TYPE_CHECKING:
+    from agent.state import AgentState
 
 _READ_CHUNK = 1 << 20
 
@@ -111,3 +116,24 @@ class LogTailer:
             keep = MAX_LOG_LINE_CHARS - 48  # room for the marker
             text = f"{text[:keep]} …[truncated {len(text) - keep} chars]"
         return text
+
+
+class LogFileCollector:
+    """The job logs ``paths`` as a collector: each file's new lines in its stream ``file:<path>``, read on
+    from ``positions`` (where the previous agent stopped)."""
+
+    stream = "logfile"  # it has no events: each line carries its file's stream
+
+    def __init__(self, paths: Iterable[Path], positions: Mapping[str, TailPosition]) -> None:
+        self.tailers = [LogTailer(p, positions.get(str(p), TailPosition())) for p in paths]
+
+    def collect(self, now: float) -> Reading:
+        return Reading(lines=[Line(t.stream, now, text) for t in self.tailers for text in t.poll()])
+
+    def save(self, state: AgentState) -> None:
+        for t in self.tailers:
+            state.files[str(t.path)] = TailPosition(t.position.inode, t.committed_offset)
+
+    def close(self) -> None:
+        for t in self.tailers:
+            t.close()

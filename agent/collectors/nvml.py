@@ -233,6 +233,7 @@ class NvmlCollector:
     ``pcie_period_s`` is how often a GPU's (slow) PCIe throughput is read at most."""
 
     name = "nvml"
+    stream = "gpu:nvml"  # where its events are numbered
 
     def __init__(self, nvml: Any = None, pcie_period_s: float = PCIE_PERIOD_S) -> None:
         nvml = pynvml if nvml is None else nvml

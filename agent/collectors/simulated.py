@@ -112,6 +112,7 @@ class SimulatedCollector:
     """`GpuCollector` over ``count`` simulated H100s of ``node``; deterministic given ``seed``."""
 
     name = "simulated"
+    stream = "gpu:simulated"  # where its events are numbered
 
     def __init__(self, node: str, count: int, fault_dir: Path | None = None, seed: int | None = None) -> None:
         if not node:
