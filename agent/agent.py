@@ -7,12 +7,16 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import start_http_server
 
 from agent.api_client import ServerClient
 from agent.collectors.base import Collector, GpuCollector, GpuEvent, Reading, Resumable
 from agent.collectors.registry import REGISTRY, Registry
 from agent.jobs import JobDirectory
 from agent.local_api import LocalApi
+from agent.metrics import AgentMetrics
 from agent.shipper import Backoff, Shipper
 from agent.spool import Spool
 from agent.state import AgentState
@@ -80,7 +84,12 @@ class Agent:
         self._checkpoints: list[CheckpointReport] = []
         self._binds: list[JobProcess] = []
         self._client_dropped: dict[int, int] = {}
-        self.local_api = LocalApi(self._on_client_report, port=settings.client_port)
+        self.metrics = AgentMetrics()
+        self.local_api = LocalApi(self._on_client_report, port=settings.client_port, metrics=self.metrics.exposition)
+        self._metrics_server: WSGIServer | None = None
+        if settings.metrics_address:  # for a Prometheus off the node: the client port is loopback only
+            host, port = _address(settings.metrics_address)
+            self._metrics_server, _ = start_http_server(port, host, registry=self.metrics.registry)
         self._urgent = False  # a fatal Xid was seen: ship now, not at the next flush
         self.stop = threading.Event()
 
@@ -119,8 +128,14 @@ class Agent:
             self.local_api.close()
             sender.join()
             self.shipper.client.close()
-            for c in self.collectors.values():
-                c.close()
+            if self._metrics_server is not None:
+                self._metrics_server.shutdown()
+                self._metrics_server.server_close()
+            for name, c in self.collectors.items():
+                try:
+                    c.close()
+                except Exception:  # one collector's trouble does not keep the others open
+                    log.exception("collector %s failed to close", name)
 
     def flush(self) -> None:
         """Turn everything pending into spooled batches, then remember the positions they cover."""
@@ -175,13 +190,15 @@ class Agent:
         for proc in binds:
             if self.jobs.register(proc) and proc.gpu is not None and hasattr(self.gpu, "bind"):
                 self.gpu.bind(proc.gpu, proc.pid)  # simulated GPUs follow the process's activity
-        for _name, collector in self._sampled:
-            self._take(collector, collector.collect(now))
+        for name, collector in self._sampled:
+            if (reading := self.metrics.collect(name, collector, now)) is not None:
+                self._take(collector, reading)
 
     def _follow(self, now: float) -> None:
         """Run the followers of appended lines (job logs, the kernel log)."""
-        for _name, collector in self._followed:
-            self._take(collector, collector.collect(now))
+        for name, collector in self._followed:
+            if (reading := self.metrics.collect(name, collector, now)) is not None:
+                self._take(collector, reading)
 
     def _take(self, collector: Collector, reading: Reading) -> None:
         """Queue a reading for the next flush: samples attributed to jobs, events and lines numbered."""
@@ -218,3 +235,11 @@ class Agent:
             driver_version=self.gpu.driver_version() if self.gpu else None,
             gpus=self.gpu.inventory() if self.gpu else [],
         )
+
+
+def _address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::]:9601`` for IPv6; no host: every interface) as (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"metrics_address {text!r}: expected HOST:PORT, e.g. 0.0.0.0:9601")
+    return host.strip("[]") or "0.0.0.0", int(port)

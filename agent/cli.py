@@ -40,6 +40,9 @@ def agent_command(
     no_collector: Annotated[
         list[str] | None, typer.Option("--no-collector", metavar="NAME", help="do not run this collector (repeatable)")
     ] = None,
+    metrics_address: Annotated[
+        str | None, typer.Option(metavar="HOST:PORT", help="also serve the agent's /metrics here, e.g. 0.0.0.0:9601")
+    ] = None,
 ) -> None:
     """Run the node agent: sample GPUs, tail logs, ship to the server."""
     from agent.main import run_agent
@@ -60,6 +63,7 @@ def agent_command(
         client_port=client_port,
         kernel_log=kernel_log,
         sysfs_root=sysfs_root,
+        metrics_address=metrics_address,
     )
     if collector or no_collector:
         if both := sorted(set(collector or ()) & set(no_collector or ())):

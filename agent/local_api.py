@@ -1,4 +1,5 @@
-"""The agent's loopback endpoint for training clients: `POST /v1/report` with a `ClientReport`.
+"""The agent's loopback endpoint: training clients `POST /v1/report` with a `ClientReport`, and a
+Prometheus on the node scrapes the agent's own metrics at `GET /metrics`.
 
 Stdlib `http.server` on 127.0.0.1 is enough: one small request per training process every half
 second, and it keeps the agent free of a second web framework.
@@ -11,6 +12,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import ValidationError
 
 from gpuwatch.protocol import ClientReport
@@ -21,10 +23,18 @@ MAX_REPORT_BYTES = 8 * 1024 * 1024
 
 
 class LocalApi:
-    """Serves client reports on ``host:port`` (port 0 picks a free one) until `close`."""
+    """Serves client reports on ``host:port`` (port 0 picks a free one) until `close`; ``metrics`` gives
+    the exposition served at /metrics (none: 404)."""
 
-    def __init__(self, on_report: Callable[[ClientReport], None], host: str = "127.0.0.1", port: int = 8601) -> None:
-        handler = type("_Handler", (_Handler,), {"on_report": staticmethod(on_report)})
+    def __init__(
+        self,
+        on_report: Callable[[ClientReport], None],
+        host: str = "127.0.0.1",
+        port: int = 8601,
+        metrics: Callable[[], bytes] | None = None,
+    ) -> None:
+        attrs = {"on_report": staticmethod(on_report), "metrics": staticmethod(metrics) if metrics else None}
+        handler = type("_Handler", (_Handler,), attrs)
         self._server = ThreadingHTTPServer((host, port), handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
@@ -41,10 +51,13 @@ class LocalApi:
 
 class _Handler(BaseHTTPRequestHandler):
     on_report: Callable[[ClientReport], None]
+    metrics: Callable[[], bytes] | None
 
     def do_GET(self) -> None:
         if self.path == "/v1/health":
             self._reply(200, b'{"status":"ok"}')
+        elif self.path.partition("?")[0] == "/metrics" and self.metrics is not None:
+            self._reply(200, self.metrics(), CONTENT_TYPE_LATEST)
         else:
             self._reply(404, b'{"detail":"not found"}')
 
@@ -64,10 +77,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.on_report(report)
         self._reply(204, b"")
 
-    def _reply(self, status: int, body: bytes) -> None:
+    def _reply(self, status: int, body: bytes, content_type: str = "application/json") -> None:
         self.send_response(status)
         if body:
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if body:

@@ -150,6 +150,9 @@ class Settings(BaseSettings):
     collectors: dict[str, bool] = Field(
         default_factory=dict, description="agent collectors on or off by name, over their defaults"
     )
+    metrics_address: str | None = Field(
+        default=None, description="HOST:PORT where the agent also serves /metrics (the client port is loopback)"
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -6,7 +6,7 @@ decided by name in `agent/collectors/registry.py`.
 
 A collector never raises for one device's or one file's trouble: a field the GPU does not support is
 left out of the sample, a GPU that stopped answering is reported as an event, a missing file is
-waited for.
+waited for. If it raises anyway, the agent logs and counts it and the other collectors go on.
 """
 
 from __future__ import annotations
