@@ -59,7 +59,7 @@ class Agent:
         self.settings = settings
         self.clock = clock
         self.state = AgentState.load(settings.agent_dir / "state.json")
-        self.spool = Spool(settings.effective_spool_dir, settings.spool_max_bytes)
+        self.spool = Spool(settings.effective_spool_dir, settings.agent.spool_max_bytes)
         built = registry.build(settings, self.state)
         self.collectors: dict[str, Collector] = {spec.name: c for spec, c in built}
         self._sampled = [(spec.name, c) for spec, c in built if not spec.follows]
@@ -67,11 +67,11 @@ class Agent:
         #: The node registers with its GPUs; None when the gpu collector is off (an InfiniBand-only node).
         self.gpu: GpuCollector | None = next((c for c in self.collectors.values() if isinstance(c, GpuCollector)), None)
         self.shipper = Shipper(
-            ServerClient(settings.server_url, token),
+            ServerClient(settings.agent.server_url, token),
             self.spool,
             self._registration,
-            heartbeat_s=settings.heartbeat_s,
-            backoff=Backoff(cap=settings.backoff_max_s),
+            heartbeat_s=settings.agent.heartbeat_s,
+            backoff=Backoff(cap=settings.agent.backoff_max_s),
         )
         self._samples: list[GpuSample] = []
         self._events: list[Event] = []
@@ -85,10 +85,12 @@ class Agent:
         self._binds: list[JobProcess] = []
         self._client_dropped: dict[int, int] = {}
         self.metrics = AgentMetrics()
-        self.local_api = LocalApi(self._on_client_report, port=settings.client_port, metrics=self.metrics.exposition)
+        self.local_api = LocalApi(
+            self._on_client_report, port=settings.agent.client_port, metrics=self.metrics.exposition
+        )
         self._metrics_server: WSGIServer | None = None
-        if settings.metrics_address:  # for a Prometheus off the node: the client port is loopback only
-            host, port = _address(settings.metrics_address)
+        if settings.agent.metrics_address:  # for a Prometheus off the node: the client port is loopback only
+            host, port = _address(settings.agent.metrics_address)
             self._metrics_server, _ = start_http_server(port, host, registry=self.metrics.registry)
         self._urgent = False  # a fatal Xid was seen: ship now, not at the next flush
         self.stop = threading.Event()
@@ -98,7 +100,7 @@ class Agent:
         sender = threading.Thread(target=self.shipper.run, args=(self.stop,), name="shipper", daemon=True)
         sender.start()
         self.local_api.start()
-        s = self.settings
+        s = self.settings.agent
         next_sample = next_flush = self.clock()
         next_flush += s.flush_s
         log.info(
@@ -205,7 +207,7 @@ class Agent:
         if collector is self.gpu:
             self.jobs.prune({p.pid for s in reading.samples for p in s.processes or ()})
         if reading.samples:
-            self._samples.extend(self.jobs.attribute(reading.samples, self.settings.interval_s))
+            self._samples.extend(self.jobs.attribute(reading.samples, self.settings.agent.interval_s))
         self._ib.extend(reading.ib)
         self._events.extend(self._sequence(e, collector.stream) for e in reading.events)
         for line in reading.lines:
@@ -229,7 +231,7 @@ class Agent:
     def _registration(self) -> RegisterRequest:
         return RegisterRequest(
             hostname=socket.gethostname(),
-            node=self.settings.node,
+            node=self.settings.agent.node,
             agent_version=__version__,
             collector=self.gpu.name if self.gpu else "",
             driver_version=self.gpu.driver_version() if self.gpu else None,

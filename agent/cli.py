@@ -70,7 +70,7 @@ def agent_command(
             raise typer.BadParameter(f"--collector and --no-collector both name {', '.join(both)}")
         chosen = {**dict.fromkeys(collector or (), True), **dict.fromkeys(no_collector or (), False)}
         # Per name, over what the file or the environment said of it: the others keep their choice.
-        settings = settings.model_copy(update={"collectors": {**settings.collectors, **chosen}})
+        settings = settings.replace(collectors={**settings.agent.collectors, **chosen})
     raise typer.Exit(run_agent(settings))
 
 

@@ -45,7 +45,7 @@ from gpuwatch.config import Settings
 from gpuwatch.diagnosis.diagnose import diagnose
 from gpuwatch.diagnosis.model import LogSource
 from gpuwatch.protocol import MAX_BATCH_ITEMS, Batch, LogLine, log_text
-from gpuwatch.recovery import Attempt, Checkpoint, Decision, decide, latest_valid, validate
+from gpuwatch.recovery import Attempt, Checkpoint, Decision, decide, exit_failed, latest_valid, validate
 from gpuwatch.recovery.settings import policy_config
 
 log = logging.getLogger("gpuwatch.supervisor")
@@ -81,7 +81,7 @@ class Exit:
 
     @property
     def failed(self) -> bool:
-        return bool(self.signal) or self.code not in (0, None)
+        return exit_failed(self.code, self.signal)
 
 
 class Outbox:
@@ -133,13 +133,13 @@ class Supervisor:
             raise ValueError("gpuwatch run needs the node's token: --token, GPUWATCH_TOKEN or GPUWATCH_TOKEN_FILE")
         self.settings = settings
         self.options = options
-        policy_config(settings, options.policy)  # a bad policy fails here, before anything runs
+        policy_config(settings.recovery, options.policy)  # a bad policy fails here, before anything runs
         home = settings.data_dir / "supervisor" / _safe(options.job)
         home.mkdir(parents=True, exist_ok=True)
         self.home = home
-        self.client = ServerClient(settings.server_url, token)
+        self.client = ServerClient(settings.agent.server_url, token)
         self.outbox = Outbox(home / "outbox.jsonl")
-        self.spool = Spool(home / "spool", settings.spool_max_bytes)
+        self.spool = Spool(home / "spool", settings.agent.spool_max_bytes)
         self.shipper = Shipper(self.client, self.spool, None, heartbeat_s=None, backoff=Backoff(cap=5.0))
         self.checkpoint_log = home / "checkpoints.jsonl"
         self.history: list[Attempt] = []
@@ -164,7 +164,7 @@ class Supervisor:
                 key = f"{_safe(self.options.job)[:40]}-{uuid.uuid4().hex[:12]}"
                 start = {
                     "job": self.options.job,
-                    "node": self.settings.node,
+                    "node": self.settings.agent.node,
                     "key": key,
                     "command": " ".join(self.options.command),
                     "resume_from": str(checkpoint.path) if checkpoint else None,
@@ -367,18 +367,20 @@ class Supervisor:
 
     def _local_decision(self, key: str, result: Exit, checkpoint: Checkpoint | None) -> tuple[Decision, dict]:
         sources = [
-            LogSource(file=s, lines=list(lines), node=self.settings.node, exit_code=result.code, signal=result.signal)
+            LogSource(
+                file=s, lines=list(lines), node=self.settings.agent.node, exit_code=result.code, signal=result.signal
+            )
             for s, lines in self._lines.items()
             if s.startswith(f"run/{key}/")
         ]
         diagnosis = diagnose(sources)
-        config = policy_config(self.settings, self.options.policy)
+        config = policy_config(self.settings.recovery, self.options.policy)
         decision = decide(
             diagnosis.reason,
             history=self.history,
             config=config,
             now=time.time(),
-            node=diagnosis.node or self.settings.node,
+            node=diagnosis.node or self.settings.agent.node,
             exit_code=result.code,
             checkpoint_step=checkpoint.step if checkpoint else None,
         )

@@ -48,7 +48,6 @@ def diagnose(
     Needs no server; the LLM analyser is asked only when GPUWATCH_LLM_BASE_URL and GPUWATCH_LLM_MODEL
     are set and the rules are not confident."""
     import json
-    import os
 
     from gpuwatch.diagnosis.diagnose import diagnose as run_diagnosis
     from gpuwatch.diagnosis.diagnose import read_sources
@@ -56,10 +55,10 @@ def diagnose(
     if format not in ("text", "json"):
         raise typer.BadParameter("--format must be text or json")
     llm = None
-    if os.environ.get("GPUWATCH_LLM_BASE_URL"):
+    if (settings := Settings().llm).enabled:  # the environment, or the GPUWATCH_CONFIG file
         from gpuwatch.diagnosis.llm import LlmAnalyser
 
-        llm = LlmAnalyser.from_env(os.environ)
+        llm = LlmAnalyser.from_settings(settings)
     result = run_diagnosis(read_sources(logfiles), llm=llm, rules_dir=str(rules_dir) if rules_dir else None)
     if format == "json":
         typer.echo(json.dumps(result.to_json()))

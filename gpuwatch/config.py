@@ -1,24 +1,36 @@
-"""The one configuration object for every gpuwatch process.
+"""The one configuration object for every gpuwatch process, in groups: `server`, `agent`, `recovery`
+(the restart policy's own `PolicyConfig`), `notify`, `retention` and `llm`, with `data_dir` and
+`log_level` shared. Each component is handed its group.
 
 Values come, highest priority first, from command-line flags (passed as overrides), ``GPUWATCH_*``
 environment variables, the TOML file named by ``GPUWATCH_CONFIG`` (or ``--config``), and the defaults
-below. The README's configuration table lists every field.
+below. Every value has a flat name, the one the README's configuration table documents
+(``GPUWATCH_PORT``, ``recovery_max_restarts = 5`` in the file, ``load_settings(port=…)``), and a
+nested one (``GPUWATCH_SERVER__PORT``, a ``[recovery]`` table with ``max_restarts = 5``); both work
+everywhere, and a flat name is its group's prefix (``recovery_``, ``notify_``, ``retention_``,
+``llm_``; none for the server's and the agent's) before the field's name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
+import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, create_model, model_validator
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from gpuwatch.recovery.policy import PolicyConfig
 
 CONFIG_ENV = "GPUWATCH_CONFIG"
 
@@ -28,19 +40,17 @@ def _default_data_dir() -> Path:
     return Path(base) / "gpuwatch"
 
 
-class Settings(BaseSettings):
-    """Configuration shared by the server, the agent and the CLI."""
+class _Group(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
-    model_config = SettingsConfigDict(env_prefix="GPUWATCH_", extra="forbid")
 
-    # shared
-    data_dir: Path = Field(default_factory=_default_data_dir, description="where SQLite and spools live")
-    log_level: str = "INFO"
+class ServerSettings(_Group):
+    """The central service: where it listens and stores, how it detects, what it pays for lost work."""
 
-    # server
     database_url: str | None = Field(default=None, description="SQLAlchemy URL; default SQLite in data_dir")
     host: str = "127.0.0.1"
     port: int = Field(default=8600, ge=0, le=65535)
+    public_url: str | None = Field(default=None, description="this server's URL for links; default http://host:port")
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, description="request body limit (also after gunzip)")
     node_timeout_s: float = Field(
         default=30.0, gt=0, description="a node is down after this long without data (keep it >= backoff_max_s)"
@@ -83,30 +93,23 @@ class Settings(BaseSettings):
     rate_limit_burst: int = Field(default=500, ge=1, description="requests a node may make at once above the rate")
     ssl_certfile: Path | None = Field(default=None, description="serve HTTPS with this certificate (PEM)")
     ssl_keyfile: Path | None = Field(default=None, description="… and this private key (PEM)")
-
-    # retention (server/store/retention.py): days each kind of row is kept, 0 keeps it forever
-    retention_interval_s: float = Field(default=3600.0, ge=0, description="how often the server prunes; 0: never")
-    retention_chunk_rows: int = Field(default=5000, ge=1, description="rows deleted per transaction")
-    retention_log_lines_days: float = Field(default=30.0, ge=0, description="agents' log lines")
-    retention_events_days: float = Field(default=90.0, ge=0, description="Xid, ECC, hang, straggler … events")
-    retention_ingest_batches_days: float = Field(
-        default=7.0, ge=0, description="batch ids remembered to recognise an agent's retry: longer than any outage"
+    incident_settle_s: float = Field(default=0.5, ge=0, description="wait for in-flight logs before diagnosing")
+    incident_dedupe_s: float = Field(default=600.0, ge=0, description="one Xid incident per node in this window")
+    gpu_hour_price: float = Field(default=3.0, ge=0, description="price of one GPU-hour, for the cost of lost work")
+    currency: str = Field(default="USD", max_length=8, description="currency of gpu_hour_price")
+    executor: str | None = Field(
+        default=None, description="the cluster's scheduler (slurm, kubernetes) that drains or cordons blamed nodes"
     )
-    retention_rollups_days: float = Field(default=90.0, ge=0, description="per-minute GPU and job rollups")
-    retention_incident_snapshots_days: float = Field(
-        default=180.0, ge=0, description="GPU samples kept with incidents past diagnosis (post-mortem plots)"
+    slurm_bin_dir: Path | None = Field(default=None, description="where scontrol and squeue are (default: PATH)")
+    kubeconfig: Path | None = Field(
+        default=None, description="kubeconfig for the Kubernetes executor (default: in-cluster)"
     )
+    kube_context: str | None = Field(default=None, description="context in the kubeconfig")
 
-    # notifications (server/notify/README.md); the URLs carry secrets: set them by environment or notify_url_file
-    public_url: str | None = Field(default=None, description="this server's URL for links; default http://host:port")
-    notify_webhook_urls: list[str] = Field(default_factory=list, description="generic JSON webhooks (a JSON list)")
-    notify_slack_urls: list[str] = Field(default_factory=list, description="Slack-compatible incoming webhooks")
-    notify_url_file: Path | None = Field(default=None, description="more URLs, one a line (a mounted secret)")
-    notify_timeout_s: float = Field(default=5.0, gt=0, description="per request")
-    notify_retries: int = Field(default=3, ge=0, description="retries after a timeout, connection error, 5xx or 429")
-    notify_backoff_s: float = Field(default=1.0, ge=0, description="first wait between retries, doubled each time")
 
-    # agent
+class AgentSettings(_Group):
+    """The node agent and the supervisor (`gpuwatch run`): who they are, where they ship, what they read."""
+
     server_url: str = "http://127.0.0.1:8600"
     token: str | None = None
     token_file: Path | None = Field(default=None, description="read the token from this file (a mounted secret)")
@@ -121,29 +124,6 @@ class Settings(BaseSettings):
     kernel_log: Path | None = Field(
         default=None, description="/dev/kmsg, or a file of kernel lines, to follow (stream 'kernel')"
     )
-    incident_settle_s: float = Field(default=0.5, ge=0, description="wait for in-flight logs before diagnosing")
-    incident_dedupe_s: float = Field(default=600.0, ge=0, description="one Xid incident per node in this window")
-    # recovery (defaults of gpuwatch.recovery.PolicyConfig; a job may override them)
-    recovery_max_restarts: int = Field(default=10, ge=0, description="restarts per job in all")
-    recovery_window_s: float = Field(default=3600.0, gt=0, description="window of recovery_max_in_window")
-    recovery_max_in_window: int = Field(default=5, ge=0, description="restarts per job within the window")
-    recovery_backoff_base_s: float = Field(default=0.0, ge=0, description="backoff before restart n: base·2ⁿ⁻¹")
-    recovery_backoff_max_s: float = Field(default=300.0, ge=0, description="longest backoff")
-    recovery_crash_loop_n: int = Field(default=3, ge=0, description="same reason this many times in a row: stop")
-    recovery_no_progress_n: int = Field(default=3, ge=0, description="checkpoint step stuck over N restarts: stop")
-    recovery_exclude_ttl_s: float = Field(default=3600.0, ge=0, description="how long a blamed node stays excluded")
-    recovery_dry_run: bool = Field(default=False, description="decide and record, but never act")
-    # reports
-    gpu_hour_price: float = Field(default=3.0, ge=0, description="price of one GPU-hour, for the cost of lost work")
-    currency: str = Field(default="USD", max_length=8, description="currency of gpu_hour_price")
-    executor: str | None = Field(
-        default=None, description="the cluster's scheduler (slurm, kubernetes) that drains or cordons blamed nodes"
-    )
-    slurm_bin_dir: Path | None = Field(default=None, description="where scontrol and squeue are (default: PATH)")
-    kubeconfig: Path | None = Field(
-        default=None, description="kubeconfig for the Kubernetes executor (default: in-cluster)"
-    )
-    kube_context: str | None = Field(default=None, description="context in the kubeconfig")
     simulate: int = Field(default=0, ge=0, le=64, description="simulated GPUs instead of NVML")
     client_port: int = Field(default=8601, ge=0, le=65535, description="loopback port for training clients")
     sysfs_root: Path = Field(default=Path("/sys"), description="where InfiniBand counters are read from")
@@ -154,6 +134,74 @@ class Settings(BaseSettings):
         default=None, description="HOST:PORT where the agent also serves /metrics (the client port is loopback)"
     )
 
+
+class RetentionSettings(_Group):
+    """Days each kind of row is kept (server/store/retention.py); 0 keeps it forever."""
+
+    interval_s: float = Field(default=3600.0, ge=0, description="how often the server prunes; 0: never")
+    chunk_rows: int = Field(default=5000, ge=1, description="rows deleted per transaction")
+    log_lines_days: float = Field(default=30.0, ge=0, description="agents' log lines")
+    events_days: float = Field(default=90.0, ge=0, description="Xid, ECC, hang, straggler … events")
+    ingest_batches_days: float = Field(
+        default=7.0, ge=0, description="batch ids remembered to recognise an agent's retry: longer than any outage"
+    )
+    rollups_days: float = Field(default=90.0, ge=0, description="per-minute GPU and job rollups")
+    incident_snapshots_days: float = Field(
+        default=180.0, ge=0, description="GPU samples kept with incidents past diagnosis (post-mortem plots)"
+    )
+
+
+class NotifySettings(_Group):
+    """Incident webhooks (server/notify/README.md). The URLs carry secrets: set them by environment or
+    ``url_file``."""
+
+    webhook_urls: list[str] = Field(default_factory=list, description="generic JSON webhooks (a JSON list)")
+    slack_urls: list[str] = Field(default_factory=list, description="Slack-compatible incoming webhooks")
+    url_file: Path | None = Field(default=None, description="more URLs, one a line (a mounted secret)")
+    timeout_s: float = Field(default=5.0, gt=0, description="per request")
+    retries: int = Field(default=3, ge=0, description="retries after a timeout, connection error, 5xx or 429")
+    backoff_s: float = Field(default=1.0, ge=0, description="first wait between retries, doubled each time")
+
+
+class LlmSettings(_Group):
+    """The LLM log analyser (gpuwatch/diagnosis/llm.py): off unless both ``base_url`` and ``model`` are
+    set. The key is read only from the environment (GPUWATCH_LLM_API_KEY), never from the file."""
+
+    base_url: str | None = Field(default=None, description="an OpenAI-compatible endpoint, e.g. http://host:8080/v1")
+    model: str | None = Field(default=None, description="the model name the endpoint serves")
+    api_key: SecretStr | None = Field(default=None, description="its key, if it needs one (environment only)")
+    timeout_s: float = Field(default=20.0, gt=0, description="the analyser's deadline per question")
+    budget_tokens: int = Field(default=3000, ge=100, description="how much of the log excerpt the prompt may hold")
+
+    @property
+    def enabled(self) -> bool:
+        return bool((self.base_url or "").strip() and (self.model or "").strip())
+
+
+#: Each group, and the prefix of its fields' flat names.
+GROUPS: dict[str, str] = {"server": "", "agent": "", "recovery": "recovery_", "notify": "notify_"}
+GROUPS |= {"retention": "retention_", "llm": "llm_"}
+
+
+class Settings(BaseSettings):
+    """Configuration shared by the server, the agent and the CLI."""
+
+    model_config = SettingsConfigDict(env_prefix="GPUWATCH_", env_nested_delimiter="__", extra="forbid")
+
+    data_dir: Path = Field(default_factory=_default_data_dir, description="where SQLite and spools live")
+    log_level: str = "INFO"
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    recovery: PolicyConfig = Field(default_factory=PolicyConfig, description="defaults; a job may override them")
+    notify: NotifySettings = Field(default_factory=NotifySettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_flat_names(cls, data: Any) -> Any:
+        return nest(data) if isinstance(data, dict) else data
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -163,34 +211,109 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        # Each source's flat names are nested on their own, so that a source's priority holds whichever
+        # spelling it uses: a flat GPUWATCH_PORT beats the file's [server] port.
+        sources: list[PydanticBaseSettingsSource] = [
+            _Nested(init_settings),
+            env_settings,
+            _Nested(EnvSettingsSource(_flat_model(), env_prefix="GPUWATCH_", case_sensitive=False)),
+        ]
         path = os.environ.get(CONFIG_ENV)
         if path:
             if not Path(path).is_file():
                 raise FileNotFoundError(f"{CONFIG_ENV}={path}: no such configuration file")
             toml = TomlConfigSettingsSource(settings_cls, toml_file=path)
             _refuse_secrets(path, toml())
-            sources.append(toml)
+            sources.append(_Nested(toml))
         return tuple(sources)
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` (flat or nested names), validated like any other source."""
+        return type(self).model_validate({**self.model_dump(warnings=False), **changes})
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Settings:
+        """pydantic's copy, except that an ``update`` goes through `replace`: pydantic's would set a flat
+        name as an attribute beside its group, unvalidated, and the group would not change."""
+        return self.replace(**update) if update else super().model_copy(deep=deep)
 
     @property
     def effective_database_url(self) -> str:
-        return self.database_url or f"sqlite:///{self.data_dir / 'gpuwatch.db'}"
+        return self.server.database_url or f"sqlite:///{self.data_dir / 'gpuwatch.db'}"
 
     @property
     def effective_token(self) -> str | None:
         """The token given directly, else the first line of ``token_file``."""
-        if self.token or self.token_file is None:
-            return self.token
-        return self.token_file.read_text().strip() or None
+        agent = self.agent
+        if agent.token or agent.token_file is None:
+            return agent.token
+        return agent.token_file.read_text().strip() or None
 
     @property
     def agent_dir(self) -> Path:
-        return self.data_dir / "agent" / self.node
+        return self.data_dir / "agent" / self.agent.node
 
     @property
     def effective_spool_dir(self) -> Path:
-        return self.spool_dir or self.agent_dir / "spool"
+        return self.agent.spool_dir or self.agent_dir / "spool"
+
+
+def _group_fields(group: str) -> dict[str, tuple[Any, Any]]:
+    """A group's fields: name → (type, default or FieldInfo)."""
+    model = Settings.model_fields[group].annotation
+    if dataclasses.is_dataclass(model):
+        hints = typing.get_type_hints(model)
+        return {f.name: (hints[f.name], Field(default=None)) for f in dataclasses.fields(model)}
+    assert model is not None and issubclass(model, BaseModel)
+    return {name: (info.annotation, Field(default=None)) for name, info in model.model_fields.items()}
+
+
+def _flat_names() -> dict[str, tuple[str, str]]:
+    """Each flat name → (group, field)."""
+    return {prefix + name: (group, name) for group, prefix in GROUPS.items() for name in _group_fields(group)}
+
+
+FLAT: dict[str, tuple[str, str]] = {}
+
+
+def _flat_model() -> type[BaseSettings]:
+    """A settings class with the flat names as fields (all optional), so that pydantic-settings reads
+    and decodes ``GPUWATCH_<FLAT NAME>`` (JSON for lists and tables) exactly as it reads the others."""
+    fields = {flat: _group_fields(group)[name] for flat, (group, name) in FLAT.items()}
+    return create_model("FlatSettings", __base__=BaseSettings, **fields)  # type: ignore[call-overload]
+
+
+def nest(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with its flat names moved into their groups (a flat name beats the same field given
+    nested in the same source)."""
+    out = {k: v for k, v in values.items() if k not in FLAT}
+    for flat, value in values.items():
+        if flat not in FLAT:
+            continue
+        group, name = FLAT[flat]
+        current = out.get(group)
+        if isinstance(current, BaseModel):
+            current = current.model_dump()
+        elif dataclasses.is_dataclass(current) and not isinstance(current, type):
+            current = {f.name: getattr(current, f.name) for f in dataclasses.fields(current)}
+        out[group] = {**(current or {}), name: value}
+    return out
+
+
+class _Nested(PydanticBaseSettingsSource):
+    """Another source's values, with its flat names nested."""
+
+    def __init__(self, inner: PydanticBaseSettingsSource) -> None:
+        super().__init__(inner.settings_cls)
+        self._inner = inner
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return nest(self._inner())
+
+
+FLAT.update(_flat_names())
 
 
 #: Keys that would put the LLM's API key in a file that is copied around, committed, shown in a ticket.

@@ -38,7 +38,7 @@ def create_app(settings: Settings) -> FastAPI:
         title="gpuwatch", version=__version__, description="GPU cluster observability and diagnosis", lifespan=lifespan
     )
     app.state.services = svc
-    app.state.limits = RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst)
+    app.state.limits = RateLimiter(settings.server.rate_limit_per_s, settings.server.rate_limit_burst)
     for module in (health, ingest):  # open, or each endpoint checks its node token
         app.include_router(module.router)
     for module in (read, runs, recovery, reports, admin):  # their GETs need a token with `read_auth`

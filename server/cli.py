@@ -82,7 +82,9 @@ def db_prune(
     settings = settings_for(config, data_dir=data_dir, database_url=database_url)
     engine = make_engine(settings.effective_database_url)
     check_schema(engine, settings.effective_database_url)
-    result = prune(engine, Retention.from_settings(settings), dry_run=dry_run, chunk=settings.retention_chunk_rows)
+    result = prune(
+        engine, Retention.from_settings(settings.retention), dry_run=dry_run, chunk=settings.retention.chunk_rows
+    )
     if not result.ran:
         typer.echo("another gpuwatch process is pruning this database now; nothing done", err=True)
         raise typer.Exit(1)

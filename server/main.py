@@ -33,7 +33,7 @@ def _tune_gc() -> None:
 
 
 def serve(settings: Settings) -> int:
-    if (settings.ssl_certfile is None) != (settings.ssl_keyfile is None):
+    if (settings.server.ssl_certfile is None) != (settings.server.ssl_keyfile is None):
         print("gpuwatch server: HTTPS needs both ssl_certfile and ssl_keyfile", file=sys.stderr)
         return 2
     try:
@@ -42,23 +42,23 @@ def serve(settings: Settings) -> int:
         print(f"gpuwatch server: {exc}", file=sys.stderr)
         return 2
     _tune_gc()
-    scheme = "https" if settings.ssl_certfile else "http"
+    scheme = "https" if settings.server.ssl_certfile else "http"
     log.info(
         "serving on %s://%s:%d (database %s)",
         scheme,
-        settings.host,
-        settings.port,
+        settings.server.host,
+        settings.server.port,
         settings.effective_database_url.split("@")[-1],
     )
     # No access log: a request line is of little use at this rate, and nothing of a request (its
     # Authorization header least of all) should end up in a log file.
     uvicorn.run(
         app,
-        host=settings.host,
-        port=settings.port,
+        host=settings.server.host,
+        port=settings.server.port,
         log_level=settings.log_level.lower(),
         access_log=False,
-        ssl_certfile=settings.ssl_certfile,
-        ssl_keyfile=settings.ssl_keyfile,
+        ssl_certfile=settings.server.ssl_certfile,
+        ssl_keyfile=settings.server.ssl_keyfile,
     )
     return 0

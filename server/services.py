@@ -85,12 +85,12 @@ class Services:
                 ("exclusion expiry", lambda: expire_exclusions(self.incidents)),
                 ("rollup flush", lambda: self.writer.flush_rollups(due_only=True)),
             ],
-            self.settings.hang_check_s,
+            self.settings.server.hang_check_s,
         )
         self._threads = [checks]
-        if self.settings.retention_interval_s > 0:
+        if self.settings.retention.interval_s > 0:
             pruner = Watchdog(
-                [("retention", lambda: self.retention.observe(self._prune))], self.settings.retention_interval_s
+                [("retention", lambda: self.retention.observe(self._prune))], self.settings.retention.interval_s
             )
             self._threads.append(pruner)
         for thread in self._threads:
@@ -106,25 +106,27 @@ class Services:
 
     def _prune(self) -> PruneResult:
         """One retention run (server/store/retention.py); on PostgreSQL skipped while another replica prunes."""
-        return prune(self.engine, Retention.from_settings(self.settings), chunk=self.settings.retention_chunk_rows)
+        return prune(
+            self.engine, Retention.from_settings(self.settings.retention), chunk=self.settings.retention.chunk_rows
+        )
 
 
 def build(settings: Settings) -> Services:
     """Build every component; raises SchemaOutOfDate when the database needs `gpuwatch db upgrade` first."""
-    url = settings.effective_database_url
-    engine = make_engine(url, settings.db_busy_timeout_ms)
+    server, url = settings.server, settings.effective_database_url
+    engine = make_engine(url, server.db_busy_timeout_ms)
     check_schema(engine, url)
     sessions = make_sessionmaker(engine)
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)  # process_cpu_seconds_total & co: is one core enough (scale-out.md)
 
-    telemetry = Telemetry(settings.ring_size, sample_type=mirror(GpuSample))
+    telemetry = Telemetry(server.ring_size, sample_type=mirror(GpuSample))
     _load_inventory(sessions, telemetry)
-    jobs = JobTracker(window_s=settings.job_window_s)
+    jobs = JobTracker(window_s=server.job_window_s)
     exporter = MetricsExporter(
-        telemetry, registry, settings.node_timeout_s, jobs=jobs, max_rank_series=settings.max_rank_series
+        telemetry, registry, server.node_timeout_s, jobs=jobs, max_rank_series=server.max_rank_series
     )
-    rollups = RollupBuffer(settings.rollup_flush_s)
+    rollups = RollupBuffer(server.rollup_flush_s)
     notifier = Notifier.from_settings(settings, registry)
 
     incidents = IncidentContext(settings, sessions, IncidentMetrics(registry), telemetry, jobs, notifier=notifier)
@@ -132,9 +134,12 @@ def build(settings: Settings) -> Services:
 
     detect_metrics = DetectMetrics(registry)
     stragglers = StragglerDetector(
-        jobs, margin=settings.straggler_margin, steps=settings.straggler_steps, min_s=settings.straggler_min_s
+        jobs,
+        margin=server.straggler_margin,
+        steps=server.straggler_steps,
+        min_s=server.straggler_min_s,
     )
-    hangs = HangDetector(jobs, default_timeout_s=settings.hang_timeout_s)
+    hangs = HangDetector(jobs, default_timeout_s=server.hang_timeout_s)
     silence = SilenceWatch(incidents, registry)
 
     ingest_metrics = IngestMetrics(registry)
@@ -153,8 +158,8 @@ def build(settings: Settings) -> Services:
         rollups=rollups,
         fold=folder.apply_batch,
         metrics=ingest_metrics,
-        seen=LastSeen(min(NODE_SEEN_EVERY_S, settings.node_timeout_s / 6)),
-        max_queued_bytes=settings.ingest_queue_bytes,
+        seen=LastSeen(min(NODE_SEEN_EVERY_S, server.node_timeout_s / 6)),
+        max_queued_bytes=server.ingest_queue_bytes,
         flush_between_groups=engine.dialect.name == "sqlite",
     )
     return Services(
@@ -176,7 +181,7 @@ def build(settings: Settings) -> Services:
         writer=writer,
         retention=RetentionMetrics(registry),
         notifier=notifier,
-        tokens=TokenCache(settings.token_cache_s),
+        tokens=TokenCache(server.token_cache_s),
     )
 
 

@@ -28,7 +28,7 @@ def _metrics(srv: InProcessServer) -> dict[str, float]:
 
 
 def test_saves_become_age_cost_failures_and_work_at_risk(settings: Settings) -> None:
-    config = settings.model_copy(update={"gpu_hour_price": 2.0, "max_body_bytes": 1024 * 1024})
+    config = settings.replace(gpu_hour_price=2.0, max_body_bytes=1024 * 1024)
     with InProcessServer(config) as srv:
         token = new_token(config.effective_database_url, "node-c")
         now = time.time()

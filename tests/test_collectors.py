@@ -147,7 +147,7 @@ def test_an_unknown_collector_name_is_refused_with_the_known_names() -> None:
 
 def test_the_collectors_setting_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUWATCH_COLLECTORS", '{"infiniband": false}')
-    assert Settings().collectors == {"infiniband": False}
+    assert Settings().agent.collectors == {"infiniband": False}
 
 
 def test_agent_flags_turn_collectors_on_and_off_over_the_environment(

@@ -30,11 +30,11 @@ def _toml(tmp_path: Path, text: str) -> Path:
 
 def test_defaults_apply_without_file_env_or_overrides() -> None:
     s = Settings()
-    assert s.port == 8600
-    assert s.host == "127.0.0.1"
-    assert s.flush_s == 2.0
-    assert s.token is None
-    assert s.log_files == []
+    assert s.server.port == 8600
+    assert s.server.host == "127.0.0.1"
+    assert s.agent.flush_s == 2.0
+    assert s.agent.token is None
+    assert s.agent.log_files == []
 
 
 def test_precedence_overrides_beat_env_beat_file_beat_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,21 +49,21 @@ def test_precedence_overrides_beat_env_beat_file_beat_defaults(tmp_path: Path, m
 
     s = load_settings(port=7003)
 
-    assert s.port == 7003  # override > env > file
-    assert s.host == "10.0.0.2"  # env > file
-    assert s.node == "from-env"
-    assert s.token == "file-token"  # file > default
-    assert s.flush_s == 9.5
-    assert s.interval_s == 1.0  # default: named nowhere
+    assert s.server.port == 7003  # override > env > file
+    assert s.server.host == "10.0.0.2"  # env > file
+    assert s.agent.node == "from-env"
+    assert s.agent.token == "file-token"  # file > default
+    assert s.agent.flush_s == 9.5
+    assert s.agent.interval_s == 1.0  # default: named nowhere
 
 
 def test_config_file_argument_is_used_and_inherited_through_the_environment(tmp_path: Path) -> None:
     cfg = _toml(tmp_path, "heartbeat_s = 42.0\nlog_files = ['/var/log/a.log', '/var/log/b.log']\n")
     s = load_settings(config_file=cfg)
-    assert s.heartbeat_s == 42.0
-    assert s.log_files == [Path("/var/log/a.log"), Path("/var/log/b.log")]
+    assert s.agent.heartbeat_s == 42.0
+    assert s.agent.log_files == [Path("/var/log/a.log"), Path("/var/log/b.log")]
     assert os.environ[CONFIG_ENV] == str(cfg)  # so the demo's child processes read it too
-    assert Settings().heartbeat_s == 42.0
+    assert Settings().agent.heartbeat_s == 42.0
 
 
 def test_env_values_are_parsed_to_field_types(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,8 +72,8 @@ def test_env_values_are_parsed_to_field_types(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("GPUWATCH_LOG_FILES", '["/x/train.log"]')
     s = Settings()
     assert s.data_dir == tmp_path / "data"
-    assert s.simulate == 4
-    assert s.log_files == [Path("/x/train.log")]
+    assert s.agent.simulate == 4
+    assert s.agent.log_files == [Path("/x/train.log")]
 
 
 def test_unknown_toml_key_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,7 +105,7 @@ def test_missing_config_file_from_env_raises_file_not_found(tmp_path: Path, monk
 
 def test_default_database_url_is_sqlite_inside_data_dir(tmp_path: Path) -> None:
     s = load_settings(data_dir=tmp_path / "d")
-    assert s.database_url is None
+    assert s.server.database_url is None
     assert s.effective_database_url == f"sqlite:///{tmp_path / 'd' / 'gpuwatch.db'}"
     explicit = load_settings(data_dir=tmp_path / "d", database_url="postgresql+psycopg://u@h/db")
     assert explicit.effective_database_url == "postgresql+psycopg://u@h/db"
@@ -127,7 +127,36 @@ def test_none_overrides_from_load_settings_are_ignored(tmp_path: Path, monkeypat
     monkeypatch.setenv(CONFIG_ENV, str(_toml(tmp_path, "port = 7001\n")))
     monkeypatch.setenv("GPUWATCH_TOKEN", "env-token")
     s = load_settings(port=None, token=None, host=None, node="n1")
-    assert s.port == 7001  # the file still counts: a flag not given overrides nothing
-    assert s.token == "env-token"
-    assert s.host == "127.0.0.1"
-    assert s.node == "n1"
+    assert s.server.port == 7001  # the file still counts: a flag not given overrides nothing
+    assert s.agent.token == "env-token"
+    assert s.server.host == "127.0.0.1"
+    assert s.agent.node == "n1"
+
+
+def test_each_group_reads_its_flat_and_its_nested_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The documented flat names and the nested spelling reach the same group field, with the sources'
+    priorities whichever spelling each source uses."""
+    cfg = _toml(
+        tmp_path,
+        "hang_timeout_s = 30\nretention_events_days = 9\n"
+        '[recovery]\nmax_restarts = 4\noverrides = { gpu_oom = "notify" }\n[server]\nport = 7001\n',
+    )
+    monkeypatch.setenv(CONFIG_ENV, str(cfg))
+    monkeypatch.setenv("GPUWATCH_PORT", "7002")  # flat env beats the file's nested [server] port
+    monkeypatch.setenv("GPUWATCH_RECOVERY__WINDOW_S", "60")
+    monkeypatch.setenv("GPUWATCH_NOTIFY_RETRIES", "7")
+    s = load_settings(recovery_dry_run=True)
+    assert s.server.port == 7002 and s.server.hang_timeout_s == 30.0
+    assert s.retention.events_days == 9.0 and s.notify.retries == 7
+    assert (s.recovery.max_restarts, s.recovery.window_s, s.recovery.dry_run) == (4, 60.0, True)
+    assert s.recovery.action("gpu_oom") == "notify"  # the policy's own type: the job's overrides' too
+    assert s.replace(port=1, recovery_max_restarts=2).server.port == 1
+    assert s.replace(port=1, recovery_max_restarts=2).recovery.max_restarts == 2
+
+
+def test_a_bad_recovery_value_is_refused_by_the_policy_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUWATCH_RECOVERY_CRASH_LOOP_N", "1")
+    with pytest.raises(ValidationError, match="crash_loop_n must be 0"):
+        Settings()
+    with pytest.raises(ValidationError, match="not a reason of the taxonomy"):
+        Settings(recovery={"overrides": {"gremlins": "restart"}})

@@ -22,13 +22,11 @@ def receiver() -> Iterator[Receiver]:
 
 def test_an_incident_is_announced_at_each_step_and_a_500_is_retried(settings: Settings, receiver: Receiver) -> None:
     receiver.fail(1, 500)  # the first delivery fails once and is sent again
-    config = settings.model_copy(
-        update={
-            "incident_settle_s": 0.05,
-            "notify_webhook_urls": [receiver.url("/hook")],
-            "notify_backoff_s": 0.05,
-            "public_url": "http://gpuwatch.example:8600",
-        }
+    config = settings.replace(
+        incident_settle_s=0.05,
+        notify_webhook_urls=[receiver.url("/hook")],
+        notify_backoff_s=0.05,
+        public_url="http://gpuwatch.example:8600",
     )
     with InProcessServer(config) as srv:
         token = new_token(config.effective_database_url, "node-n")

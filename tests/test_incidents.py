@@ -136,7 +136,7 @@ def test_failed_run_is_diagnosed_from_streamed_logs_within_two_seconds(tmp_path:
 def test_an_xid_logged_before_the_run_started_is_not_blamed(settings: Settings) -> None:
     """The node's kernel log is read from the run's start: an Xid of an earlier run explains that run's
     failure, not this one's; the same Xid logged while the run ran does."""
-    fast = settings.model_copy(update={"incident_settle_s": 0.05})
+    fast = settings.replace(incident_settle_s=0.05)
     cuda = "[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered"
     with InProcessServer(fast) as srv:
         token = new_token(fast.effective_database_url, "gpu-node-08")

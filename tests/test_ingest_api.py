@@ -165,7 +165,7 @@ def test_revoked_token_is_401(live_server: InProcessServer, node: httpx.Client) 
 
 
 def test_body_over_limit_is_413(live_server: InProcessServer, node: httpx.Client) -> None:
-    limit = live_server.services.settings.max_body_bytes
+    limit = live_server.services.settings.server.max_body_bytes
     big = _batch(1, lines=range(2000))
     assert len(big.model_dump_json()) > limit
     assert _post(node, big).status_code == 413
@@ -335,7 +335,7 @@ def test_a_full_ingest_queue_is_503_with_retry_after_and_the_queued_batch_is_sto
     """The writer refuses past `ingest_queue_bytes`; over HTTP that is 503 + Retry-After, which the agent
     honours by keeping the batch. Held: the SQLite writer lock, so the first batch waits in the queue."""
     first, second = _batch(0).model_dump_json().encode(), _batch(1).model_dump_json().encode()
-    with InProcessServer(settings.model_copy(update={"ingest_queue_bytes": len(first)})) as srv:
+    with InProcessServer(settings.replace(ingest_queue_bytes=len(first))) as srv:
         token = new_token(settings.effective_database_url, "node-a")
         headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         lock = _SQLITE_WRITERS[srv.services.engine]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from gpuwatch.config import LlmSettings, Settings
 from gpuwatch.diagnosis.excerpt import build_excerpt
 from gpuwatch.diagnosis.llm import LlmAnalyser, system_prompt
 from gpuwatch.diagnosis.model import Diagnosis, Evidence, LogSource
@@ -358,11 +360,15 @@ def test_failures_are_not_cached(analyse: Analyse) -> None:
     assert cache == {}
 
 
-def test_from_env_is_off_without_configuration() -> None:
-    assert LlmAnalyser.from_env({}) is None
-    assert LlmAnalyser.from_env({"GPUWATCH_LLM_BASE_URL": "http://127.0.0.1:1/v1"}) is None
-    assert LlmAnalyser.from_env({"GPUWATCH_LLM_MODEL": "m", "GPUWATCH_LLM_BASE_URL": " "}) is None
-    analyser = LlmAnalyser.from_env(
-        {"GPUWATCH_LLM_BASE_URL": "http://127.0.0.1:1/v1", "GPUWATCH_LLM_MODEL": "m", "GPUWATCH_LLM_API_KEY": "k"}
-    )
-    assert analyser is not None and analyser.model == "m"
+def test_the_analyser_is_configured_by_the_llm_settings_and_off_without_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [n for n in os.environ if n.upper().startswith("GPUWATCH_")]:
+        monkeypatch.delenv(name)
+    assert LlmAnalyser.from_settings(Settings().llm) is None
+    monkeypatch.setenv("GPUWATCH_LLM_BASE_URL", "http://127.0.0.1:1/v1")
+    assert LlmAnalyser.from_settings(Settings().llm) is None, "a model is needed too"
+    assert LlmAnalyser.from_settings(LlmSettings(base_url=" ", model="m")) is None
+    monkeypatch.setenv("GPUWATCH_LLM__MODEL", "m")  # the nested spelling works as well as the flat one
+    monkeypatch.setenv("GPUWATCH_LLM_API_KEY", "k")
+    monkeypatch.setenv("GPUWATCH_LLM_TIMEOUT_S", "3")
+    analyser = LlmAnalyser.from_settings(Settings().llm)
+    assert analyser is not None and analyser.model == "m" and analyser.timeout_s == 3.0

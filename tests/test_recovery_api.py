@@ -15,7 +15,7 @@ from tests.helpers import InProcessServer, new_admin_token, new_token, wait_unti
 @pytest.fixture
 def client(settings: Settings) -> httpx.Client:
     """A node's client (runs); its ``admin`` attribute is an admin's (the pause switch)."""
-    fast = settings.model_copy(update={"incident_settle_s": 0.05, "max_body_bytes": 1024 * 1024})
+    fast = settings.replace(incident_settle_s=0.05, max_body_bytes=1024 * 1024)
     with InProcessServer(fast) as srv:
         token = new_token(fast.effective_database_url, "node-p")
         admin = new_admin_token(fast.effective_database_url)
@@ -88,7 +88,7 @@ def test_supervisor_decision_outside_the_taxonomy_is_refused_and_nothing_recorde
 def test_an_exclusion_is_released_when_its_time_is_up(settings: Settings) -> None:
     """A supervisor's own decision (server away at the time) excludes the node; the watchdog releases it
     after `recovery_exclude_ttl_s`, and the gauge goes back to 0."""
-    config = settings.model_copy(update={"recovery_exclude_ttl_s": 0.5, "hang_check_s": 0.05})
+    config = settings.replace(recovery_exclude_ttl_s=0.5, hang_check_s=0.05)
     with InProcessServer(config) as srv:
         token = new_token(config.effective_database_url, "node-x")
         with httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {token}"}, timeout=10) as c:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuwatch.recovery.policy import Attempt, Decision, PolicyConfig, decide
+from gpuwatch.recovery.policy import Attempt, Decision, PolicyConfig, decide, exit_failed
 from gpuwatch.taxonomy import REASONS
 
 NOW = 1_000_000.0
@@ -297,3 +297,12 @@ def test_decision_json_round_trips_into_the_next_attempt() -> None:
     assert Attempt.from_json(data) == Attempt("gpu_hardware", NOW, restarted=True, checkpoint_step=42, excluded=("n9",))
     dry = _decide("gpu_hardware", node="n9", config=PolicyConfig(dry_run=True)).to_json()
     assert Attempt.from_json(dry).excluded == ()  # nothing was excluded for real
+
+
+@pytest.mark.parametrize(
+    ("code", "signal", "failed"),
+    [(0, None, False), (None, None, False), (1, None, True), (None, 9, True), (0, 15, True), (-11, None, True)],
+)
+def test_a_process_failed_when_a_signal_ended_it_or_its_code_is_not_zero(code, signal, failed) -> None:  # type: ignore[no-untyped-def]
+    """One answer for the supervisor and the server (both call this)."""
+    assert exit_failed(code, signal) is failed

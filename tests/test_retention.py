@@ -196,7 +196,7 @@ def test_a_retention_of_zero_keeps_the_table(engine: Engine) -> None:
     now = datetime.now(UTC)
     seeded = seed(engine, now)
     settings = Settings(retention_log_lines_days=0, retention_rollups_days=0, retention_incident_snapshots_days=0)
-    result = prune(engine, Retention.from_settings(settings), now=now)
+    result = prune(engine, Retention.from_settings(settings.retention), now=now)
     assert result.counts["log_lines"] == result.counts["gpu_rollups"] == result.counts["job_rollups"] == 0
     assert result.counts["events"] == len(seeded.old["events"])  # the others keep their defaults
     after = stored(engine)

@@ -31,7 +31,7 @@ from sqlalchemy import select as sql_select
 from agent.api_client import ServerClient
 from agent.shipper import Backoff, Shipper
 from agent.spool import Spool
-from gpuwatch.config import CONFIG_ENV, Settings, load_settings
+from gpuwatch.config import CONFIG_ENV, LlmSettings, Settings, load_settings
 from gpuwatch.diagnosis.llm import LlmAnalyser
 from gpuwatch.diagnosis.model import Diagnosis, LogSource
 from gpuwatch.diagnosis.scrub import scrub_line, scrub_lines
@@ -103,7 +103,7 @@ def _clients(srv: InProcessServer, url: str) -> Cluster:
 
 @pytest.fixture
 def cluster(settings: Settings) -> Iterator[Cluster]:
-    config = settings.model_copy(update={"max_body_bytes": MIB, "incident_settle_s": 0.05})
+    config = settings.replace(max_body_bytes=MIB, incident_settle_s=0.05)
     with InProcessServer(config) as srv:
         c = _clients(srv, config.effective_database_url)
         yield c
@@ -314,7 +314,7 @@ READS = [
 
 @pytest.mark.parametrize("read_auth", [False, True])
 def test_reads_need_a_token_only_with_read_auth(settings: Settings, read_auth: bool) -> None:
-    config = settings.model_copy(update={"read_auth": read_auth})
+    config = settings.replace(read_auth=read_auth)
     with InProcessServer(config) as srv:
         c = _clients(srv, config.effective_database_url)
         run = c.a.post("/api/v1/runs", json={"job": "j"}).json()["id"]
@@ -470,7 +470,7 @@ def test_rate_limiter_refills_at_its_rate_up_to_its_burst() -> None:
 
 
 def test_over_the_node_rate_is_429_with_retry_after_for_that_node_only(settings: Settings) -> None:
-    config = settings.model_copy(update={"rate_limit_per_s": 0.1, "rate_limit_burst": 3})
+    config = settings.replace(rate_limit_per_s=0.1, rate_limit_burst=3)
     with InProcessServer(config) as srv:
         c = _clients(srv, config.effective_database_url)
         beat = {"ts": time.time()}
@@ -486,7 +486,7 @@ def test_over_the_node_rate_is_429_with_retry_after_for_that_node_only(settings:
 def test_the_shipper_keeps_every_batch_through_429s(settings: Settings, tmp_path: Path) -> None:
     """Over its rate the agent backs off for the server's Retry-After and resends: nothing is rejected,
     nothing lost, each batch stored once."""
-    config = settings.model_copy(update={"rate_limit_per_s": 5.0, "rate_limit_burst": 4})
+    config = settings.replace(rate_limit_per_s=5.0, rate_limit_burst=4)
     with InProcessServer(config) as srv:
         statuses: list[int] = []
 
@@ -575,7 +575,7 @@ def test_an_llm_key_in_the_config_file_is_refused(tmp_path: Path, monkeypatch: p
         assert key not in str(refused.value)
     monkeypatch.setenv(CONFIG_ENV, str(path))
     path.write_text("port = 9999\n")
-    assert load_settings().port == 9999
+    assert load_settings().server.port == 9999
 
 
 # (a log line, the secret in it, the line as the LLM may see it)
@@ -663,8 +663,7 @@ def test_the_llm_is_sent_scrubbed_lines_through_the_real_client(monkeypatch: pyt
         return 200, json.dumps({"reason": "gpu_hardware", "confidence": 0.9, "evidence": cited, "explanation": "x"})
 
     with FakeLlmServer(script) as llm:
-        env = {"GPUWATCH_LLM_BASE_URL": llm.base_url, "GPUWATCH_LLM_MODEL": "m", "GPUWATCH_LLM_API_KEY": "sk-k" * 8}
-        analyser = LlmAnalyser.from_env(env)
+        analyser = LlmAnalyser.from_settings(LlmSettings(base_url=llm.base_url, model="m", api_key="sk-k" * 8))
         assert analyser is not None
         rules = Diagnosis("unknown", 0.0, "none")
         result = analyser.analyse([LogSource("rank0.log", lines, node="n1", rank=0)], rules)

@@ -239,7 +239,7 @@ def test_shipper_moves_batch_refused_with_422_to_rejected_and_sends_the_next(
 def test_shipper_rejects_batch_over_server_body_limit_and_goes_on(
     live_server: InProcessServer, client: RecordingClient, spool: Spool
 ) -> None:
-    limit = live_server.services.settings.max_body_bytes
+    limit = live_server.services.settings.server.max_body_bytes
     _spool_raw(spool, 1, {"batch_id": 1}, {})
     spool.put(2, b"\x1f\x8b" + bytes(random.Random(5).randbytes(limit + 10)), {"logs": 7})  # 413 before gunzip
     _spool_batch(spool, _batch(3))

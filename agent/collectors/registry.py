@@ -70,7 +70,7 @@ class Registry:
         """The selected collectors, built; if one cannot be (no NVIDIA driver), those built are closed."""
         built: list[tuple[Spec, Collector]] = []
         try:
-            for spec in self.select(settings.collectors):
+            for spec in self.select(settings.agent.collectors):
                 collector = spec.factory(settings, state)
                 if collector is not None:
                     built.append((spec, collector))
@@ -82,28 +82,28 @@ class Registry:
 
 
 def _gpu(settings: Settings, state: AgentState) -> Collector:
-    if settings.simulate:
+    if settings.agent.simulate:
         from agent.collectors.simulated import SimulatedCollector
 
-        return SimulatedCollector(settings.node, settings.simulate, fault_dir=settings.agent_dir / "faults")
+        return SimulatedCollector(settings.agent.node, settings.agent.simulate, fault_dir=settings.agent_dir / "faults")
     from agent.collectors.nvml import NvmlCollector  # needs no driver to import, only to start
 
     return NvmlCollector()
 
 
 def _infiniband(settings: Settings, state: AgentState) -> Collector:
-    return InfinibandCollector(settings.sysfs_root)
+    return InfinibandCollector(settings.agent.sysfs_root)
 
 
 def _kernel(settings: Settings, state: AgentState) -> Collector | None:
-    if settings.kernel_log is None:
+    if settings.agent.kernel_log is None:
         return None
-    path = Path(settings.kernel_log)
+    path = Path(settings.agent.kernel_log)
     return KernelLogCollector(path, state.kmsg, state.files.get(str(path), TailPosition()))
 
 
 def _logfile(settings: Settings, state: AgentState) -> Collector | None:
-    return LogFileCollector(map(Path, settings.log_files), state.files) if settings.log_files else None
+    return LogFileCollector(map(Path, settings.agent.log_files), state.files) if settings.agent.log_files else None
 
 
 REGISTRY = Registry(

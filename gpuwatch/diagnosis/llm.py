@@ -25,6 +25,7 @@ from typing import Any, Literal
 import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gpuwatch.config import LlmSettings
 from gpuwatch.diagnosis.excerpt import Excerpt, build_excerpt
 from gpuwatch.diagnosis.model import Diagnosis, Evidence, LogSource
 from gpuwatch.diagnosis.normalize import normalize
@@ -179,13 +180,18 @@ class LlmAnalyser:
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> LlmAnalyser | None:
-        """The analyser configured by GPUWATCH_LLM_*, or None: the LLM path is off by default."""
-        base_url = (env.get("GPUWATCH_LLM_BASE_URL") or "").strip()
-        model = (env.get("GPUWATCH_LLM_MODEL") or "").strip()
-        if not base_url or not model:
+    def from_settings(cls, llm: LlmSettings) -> LlmAnalyser | None:
+        """The analyser the `llm` settings configure, or None: the LLM path is off by default."""
+        if not llm.enabled:
             return None
-        return cls(base_url, model, api_key=(env.get("GPUWATCH_LLM_API_KEY") or "").strip() or "not-needed")
+        key = llm.api_key.get_secret_value().strip() if llm.api_key else ""
+        return cls(
+            (llm.base_url or "").strip(),
+            (llm.model or "").strip(),
+            api_key=key or "not-needed",
+            timeout_s=llm.timeout_s,
+            budget_tokens=llm.budget_tokens,
+        )
 
     def analyse(self, sources: list[LogSource], rules: Diagnosis) -> Diagnosis:
         """The model's diagnosis, validated; `unknown` with the rules' guess when there is none."""

@@ -16,7 +16,7 @@ from gpuwatch.recovery.checkpoints import (
     validate,
     write_manifest,
 )
-from gpuwatch.recovery.policy import Attempt, Decision, PolicyConfig, decide
+from gpuwatch.recovery.policy import Attempt, Decision, PolicyConfig, decide, exit_failed
 
 __all__ = [
     "DEFAULT_MARKERS",
@@ -28,6 +28,7 @@ __all__ = [
     "PolicyConfig",
     "Skipped",
     "decide",
+    "exit_failed",
     "latest_valid",
     "scan",
     "step_of",

@@ -40,6 +40,12 @@ _NOTIFY_RULES = frozenset({"exit_93", "notify", "unknown_repeated"})
 _STOP_RULES = frozenset({"paused", "max_restarts", "max_in_window", "crash_loop", "no_progress"})
 
 
+def exit_failed(exit_code: int | None, signal: int | None) -> bool:
+    """Whether a process that ended so failed: killed by a signal, or a non-zero exit code (no code and
+    no signal: it did not say, which is not a failure). The supervisor and the server both ask this."""
+    return bool(signal) or exit_code not in (0, None)
+
+
 @dataclass(frozen=True, slots=True)
 class Attempt:
     """A previous failure of the same job and what was decided about it (oldest first in a history)."""

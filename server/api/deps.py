@@ -92,7 +92,7 @@ async def read_access(
 ) -> None:
     """With `read_auth` on, a GET needs a valid token (any role); writes check their own tokens. Async, so
     that with it off (the default) no request pays a trip through the thread pool for nothing."""
-    if svc.settings.read_auth and request.method in ("GET", "HEAD"):
+    if svc.settings.server.read_auth and request.method in ("GET", "HEAD"):
         await run_in_threadpool(_principal, svc, authorization)
 
 

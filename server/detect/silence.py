@@ -73,7 +73,7 @@ class SilenceWatch:
 
     def check(self, now: float | None = None) -> list[int]:
         now = time.time() if now is None else now
-        timeout = self._ctx.settings.node_timeout_s
+        timeout = self._ctx.settings.server.node_timeout_s
         at = datetime.fromtimestamp(now, UTC)
         unheard_before = at - timedelta(seconds=timeout)
         silent_before = at - timedelta(seconds=timeout * (1 + self.SETTLE))
@@ -154,7 +154,7 @@ class SilenceWatch:
 
     def _is_disruption(self, unheard: int, nodes: int) -> bool:
         settings = self._ctx.settings
-        return unheard >= settings.disruption_min_nodes and unheard >= settings.disruption_share * nodes
+        return unheard >= settings.server.disruption_min_nodes and unheard >= settings.server.disruption_share * nodes
 
     def _fail_scheduled_runs(self, node_id: int) -> list[int]:
         """The running runs of Slurm/Kubernetes jobs on the node, now failed: their scheduler restarts them

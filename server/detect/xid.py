@@ -56,7 +56,7 @@ def open_xid_incident(ctx: IncidentContext, node_id: int, node_name: str, codes:
     opened within `incident_dedupe_s` (by any server replica); the new incident's id, or None."""
     with ctx.sessions() as session:
         job_id = running_job(session, node_id)
-    window = datetime.now(UTC) - timedelta(seconds=ctx.settings.incident_dedupe_s)
+    window = datetime.now(UTC) - timedelta(seconds=ctx.settings.server.incident_dedupe_s)
     opened = open_incident(ctx, node_id=node_id, trigger="xid", job_id=job_id, once_since=window)
     if opened is not None:
         log.warning("fatal Xid %s from %s", ", ".join(map(str, sorted(set(codes)))), node_name)

@@ -26,10 +26,10 @@ def executor_for(name: str, **options: Any) -> Executor:
 
 def executor_from_settings(name: str, settings: Settings) -> Executor:
     """``executor_for(name)`` with the options the settings give (`slurm_bin_dir`, `kubeconfig`, …)."""
-    if name == "slurm" and settings.slurm_bin_dir is not None:
-        bin_dir = settings.slurm_bin_dir
+    if name == "slurm" and settings.server.slurm_bin_dir is not None:
+        bin_dir = settings.server.slurm_bin_dir
         return executor_for(name, scontrol=str(bin_dir / "scontrol"), squeue=str(bin_dir / "squeue"))
     if name == "kubernetes":
-        kubeconfig = str(settings.kubeconfig) if settings.kubeconfig else None
-        return executor_for(name, kubeconfig=kubeconfig, context=settings.kube_context)
+        kubeconfig = str(settings.server.kubeconfig) if settings.server.kubeconfig else None
+        return executor_for(name, kubeconfig=kubeconfig, context=settings.server.kube_context)
     return executor_for(name)

@@ -11,7 +11,6 @@ itself: its diagnosis is `node_failure` straight away.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -22,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gpuwatch.config import LlmSettings
 from gpuwatch.diagnosis.diagnose import diagnose
 from gpuwatch.diagnosis.model import Diagnosis as Result
 from gpuwatch.diagnosis.model import LogSource
 from gpuwatch.diagnosis.xid import xid_event_line
-from gpuwatch.recovery import Decision
+from gpuwatch.recovery import Decision, exit_failed
 from server.incidents import recover, snapshot
 from server.incidents.context import IncidentContext
 from server.notify import notices
@@ -108,7 +108,7 @@ def open_incident(
         _recover(ctx, incident_id, run_id, result, checkpoint, local)
         return incident_id
     timer = threading.Timer(
-        ctx.settings.incident_settle_s, _diagnose_safely, args=(ctx, incident_id, list(streams), checkpoint)
+        ctx.settings.server.incident_settle_s, _diagnose_safely, args=(ctx, incident_id, list(streams), checkpoint)
     )
     timer.daemon = True
     timer.start()
@@ -183,7 +183,7 @@ def diagnose_incident(ctx: IncidentContext, incident_id: int, streams: Sequence[
             lines, times[EVENTS_SOURCE] = [text for text, _ in xid_rows], [ts.timestamp() for _, ts in xid_rows]
             sources.append(LogSource(file=EVENTS_SOURCE, lines=lines, node=node.name))
         node_name = node.name
-    result = diagnose(sources, llm=_llm())
+    result = diagnose(sources, llm=_llm(ctx.settings.llm))
     if result.node is None:
         result = replace(result, node=node_name)
     _store(ctx, incident_id, result, times)
@@ -214,13 +214,13 @@ def _xid_event_lines(session: Session, node_id: int, since: datetime) -> list[tu
     ]
 
 
-def _llm() -> LlmAnalyser | None:
-    """The analyser when GPUWATCH_LLM_BASE_URL is set (imported only then)."""
-    if not os.environ.get("GPUWATCH_LLM_BASE_URL"):
+def _llm(settings: LlmSettings) -> LlmAnalyser | None:
+    """The analyser when the `llm` settings configure one (imported only then: openai is slow to load)."""
+    if not settings.enabled:
         return None
     from gpuwatch.diagnosis.llm import LlmAnalyser
 
-    return LlmAnalyser.from_env(os.environ)
+    return LlmAnalyser.from_settings(settings)
 
 
 def _store(ctx: IncidentContext, incident_id: int, result: Result, times: dict[str, list[float]] | None = None) -> None:
@@ -258,6 +258,6 @@ def _store(ctx: IncidentContext, incident_id: int, result: Result, times: dict[s
 def mark_exit(run: Run, exit_code: int | None, signal: int | None) -> bool:
     """Record how a run ended; True when it failed."""
     run.exit_code, run.signal, run.ended_at = exit_code, signal, utcnow()
-    failed = bool(signal) or (exit_code is not None and exit_code != 0)
+    failed = exit_failed(exit_code, signal)
     run.state = "failed" if failed else "succeeded"
     return failed

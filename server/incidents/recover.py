@@ -92,7 +92,7 @@ def decide_for_run(
     """The server's decision about a failed run (diagnosed as ``result``); stored, counted, carried out."""
     with transaction(ctx.sessions) as session:
         incident, job, run = _context(session, incident_id)
-        config = policy_config(ctx.settings, job.policy, paused=is_paused(session))
+        config = policy_config(ctx.settings.recovery, job.policy, paused=is_paused(session))
         decision = decide(
             result.reason,
             history=history(session, job.id),
@@ -305,9 +305,9 @@ def _exclude(
     actor: str = "server",
     ttl_s: float | None = None,
 ) -> None:
-    ttl = timedelta(seconds=ctx.settings.recovery_exclude_ttl_s if ttl_s is None else ttl_s)
+    ttl = timedelta(seconds=ctx.settings.recovery.exclude_ttl_s if ttl_s is None else ttl_s)
     current = {e.node_name for e in excluded_nodes(session)}
-    executor = ctx.settings.executor or (job.scheduler if job is not None and job.scheduler != "local" else None)
+    executor = ctx.settings.server.executor or (job.scheduler if job is not None and job.scheduler != "local" else None)
     for node in nodes:
         if node in current:
             continue
@@ -369,7 +369,7 @@ _executors: dict[tuple[str, ...], Executor] = {}
 
 def _executor(settings: Settings, name: str) -> Executor:
     """One executor per scheduler and configuration (a Kubernetes client is costly to build)."""
-    key = (name, str(settings.slurm_bin_dir), str(settings.kubeconfig), str(settings.kube_context))
+    key = (name, str(settings.server.slurm_bin_dir), str(settings.server.kubeconfig), str(settings.server.kube_context))
     if key not in _executors:
         _executors[key] = executor_from_settings(name, settings)
     return _executors[key]

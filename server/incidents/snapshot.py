@@ -72,4 +72,9 @@ def with_downtime(settings: Settings, cost: dict[str, Any], downtime_s: float) -
 
 def _priced(settings: Settings, cost: dict[str, Any]) -> dict[str, Any]:
     hours = cost["gpus"] * (cost["wall_s"] + (cost.get("downtime_s") or 0.0)) / 3600
-    return {**cost, "gpu_hours": hours, "cost": hours * settings.gpu_hour_price, "currency": settings.currency}
+    return {
+        **cost,
+        "gpu_hours": hours,
+        "cost": hours * settings.server.gpu_hour_price,
+        "currency": settings.server.currency,
+    }

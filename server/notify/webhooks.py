@@ -344,20 +344,24 @@ class Notifier:
     def from_settings(cls, settings: Settings, registry: CollectorRegistry | None = None) -> Notifier:
         """The notifier the settings describe; one with no targets accepts notices and does nothing."""
         targets = []
-        for kind, setting in (("webhook", "notify_webhook_urls"), ("slack", "notify_slack_urls")):
-            for i, url in enumerate(getattr(settings, setting)):
+        notify = settings.notify
+        for kind, setting, urls in (
+            ("webhook", "notify_webhook_urls", notify.webhook_urls),
+            ("slack", "notify_slack_urls", notify.slack_urls),
+        ):
+            for i, url in enumerate(urls):
                 try:
                     targets.append(Target(kind, url))  # type: ignore[arg-type]
                 except ValueError as exc:
                     raise ValueError(f"{setting}[{i}]: {exc}") from None
-        if settings.notify_url_file is not None:
-            targets += read_url_file(settings.notify_url_file)
+        if settings.notify.url_file is not None:
+            targets += read_url_file(settings.notify.url_file)
         return cls(
             targets,
-            public_url=settings.public_url or default_public_url(settings.host, settings.port),
-            timeout_s=settings.notify_timeout_s,
-            retries=settings.notify_retries,
-            backoff_s=settings.notify_backoff_s,
+            public_url=settings.server.public_url or default_public_url(settings.server.host, settings.server.port),
+            timeout_s=settings.notify.timeout_s,
+            retries=settings.notify.retries,
+            backoff_s=settings.notify.backoff_s,
             registry=registry,
         )
 

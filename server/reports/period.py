@@ -10,8 +10,8 @@ Definitions (the post-mortem uses the same numbers):
   their lost work, if any, is the failure of the run they killed.
 - *Lost work* is ``incidents.cost`` (written when the failure is decided): ``gpu_hours`` =
   gpus * (wall_s + (downtime_s or 0)) / 3600 and ``cost`` = its price. A null cost (old incidents)
-  counts as 0. The money is in ``settings.currency``; a cost recorded in another currency is re-priced
-  at ``settings.gpu_hour_price``.
+  counts as 0. The money is in ``settings.server.currency``; a cost recorded in another currency is re-priced
+  at ``settings.server.gpu_hour_price``.
 - *Reason and category* of a failure come from its latest diagnosis row (by ``created_at``, then id);
   a failure without one is ``undiagnosed`` (category ``undiagnosed``). Each reason/category row has
   its count, GPU-hours lost, share of all failures' GPU-hours and share of the failure count: the
@@ -189,13 +189,13 @@ class _Failure:
 
 
 def _lost(cost: Any, settings: Settings) -> tuple[float, float, float]:
-    """(GPU-hours, money in settings.currency, wall seconds) of an incident's ``cost`` JSON."""
+    """(GPU-hours, money in settings.server.currency, wall seconds) of an incident's ``cost`` JSON."""
     if not isinstance(cost, dict):
         return 0.0, 0.0, 0.0
     gpu_hours, wall_s = _num(cost.get("gpu_hours")), _num(cost.get("wall_s"))
-    if "cost" in cost and cost.get("currency", settings.currency) == settings.currency:
+    if "cost" in cost and cost.get("currency", settings.server.currency) == settings.server.currency:
         return gpu_hours, _num(cost["cost"]), wall_s
-    return gpu_hours, gpu_hours * settings.gpu_hour_price, wall_s
+    return gpu_hours, gpu_hours * settings.server.gpu_hour_price, wall_s
 
 
 def _num(value: Any) -> float:
@@ -280,7 +280,7 @@ def period_report(session: Session, since: datetime, until: datetime, settings: 
         node_incidents=sum(node_incidents.values()),
         gpu_hours_lost=total_gh,
         cost=total_cost,
-        currency=settings.currency,
+        currency=settings.server.currency,
         restarts=restarts,
         restarts_succeeded=succeeded,
         restart_success_rate=succeeded / restarts if restarts else None,

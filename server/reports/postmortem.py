@@ -70,7 +70,7 @@ def build(session: Session, incident_id: int, settings: Settings) -> PostMortem 
     after = _next_run(session, run)
     node_name = (diagnosis.node_name if diagnosis else None) or (node.name if node else None)
     snapshot = incident.snapshot or {}
-    public = settings.public_url or f"http://{settings.host}:{settings.port}"
+    public = settings.server.public_url or f"http://{settings.server.host}:{settings.server.port}"
     return PostMortem(
         incident_id=incident.id,
         trigger=incident.trigger,

@@ -47,7 +47,7 @@ from sqlalchemy import (
 )
 from sqlalchemy import update as sql_update
 
-from gpuwatch.config import Settings
+from gpuwatch.config import RetentionSettings
 from server.store.models import EventRow, GpuRollup, Incident, IngestBatch, JobRollup, LogLineRow, Run
 
 log = logging.getLogger("gpuwatch.server.retention")
@@ -73,16 +73,16 @@ class Retention:
     incident_snapshots: timedelta | None = None
 
     @classmethod
-    def from_settings(cls, s: Settings) -> Retention:
+    def from_settings(cls, s: RetentionSettings) -> Retention:
         def days(value: float) -> timedelta | None:
             return timedelta(days=value) if value > 0 else None
 
         return cls(
-            log_lines=days(s.retention_log_lines_days),
-            events=days(s.retention_events_days),
-            ingest_batches=days(s.retention_ingest_batches_days),
-            rollups=days(s.retention_rollups_days),
-            incident_snapshots=days(s.retention_incident_snapshots_days),
+            log_lines=days(s.log_lines_days),
+            events=days(s.events_days),
+            ingest_batches=days(s.ingest_batches_days),
+            rollups=days(s.rollups_days),
+            incident_snapshots=days(s.incident_snapshots_days),
         )
 
 

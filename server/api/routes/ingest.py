@@ -30,7 +30,7 @@ def _row(session: Session, node: Node) -> Node:
 @router.post("/nodes/register", response_model=RegisterResponse)
 async def register_node(request: Request, node: NodeDep, svc: ServicesDep) -> RegisterResponse:
     """Called by the agent at start: who it is, which collector it runs, which GPUs it has."""
-    req = await read_model(request, RegisterRequest, svc.settings.max_body_bytes)
+    req = await read_model(request, RegisterRequest, svc.settings.server.max_body_bytes)
     own_node(node, req.node, "register")
 
     def work() -> None:
@@ -45,7 +45,7 @@ async def register_node(request: Request, node: NodeDep, svc: ServicesDep) -> Re
 
 @router.post("/nodes/heartbeat", status_code=204)
 async def heartbeat(request: Request, node: NodeDep, svc: ServicesDep) -> None:
-    beat = await read_model(request, Heartbeat, svc.settings.max_body_bytes)
+    beat = await read_model(request, Heartbeat, svc.settings.server.max_body_bytes)
 
     def work() -> None:
         with transaction(svc.sessions) as session:
@@ -64,7 +64,7 @@ async def ingest(request: Request, node: NodeDep, svc: ServicesDep) -> BatchAck:
     nothing; a batch already stored is acknowledged with ``duplicate: true`` and changes nothing."""
     try:
         svc.writer.check_room()
-        raw = await read_body(request, svc.settings.max_body_bytes)
+        raw = await read_body(request, svc.settings.server.max_body_bytes)
         svc.ingest_metrics.request_bytes.inc(getattr(request.state, "body_bytes", 0))
         started = time.perf_counter()
         _, result, follow = await svc.writer.submit(node, raw)  # stored with others, folded into memory

@@ -32,7 +32,7 @@ router = APIRouter(prefix=Api.PREFIX, tags=["read"])
 def list_nodes(session: SessionDep, svc: ServicesDep) -> list[NodeOut]:
     counts = dict(session.execute(select(Gpu.node_id, func.count()).group_by(Gpu.node_id)).tuples().all())
     seen = {n.name: n.last_seen for n in svc.telemetry.nodes()}
-    now, timeout = time.time(), svc.settings.node_timeout_s
+    now, timeout = time.time(), svc.settings.server.node_timeout_s
     return [
         NodeOut(
             name=n.name,
@@ -111,8 +111,8 @@ def job_detail(job_id: int, session: SessionDep, svc: ServicesDep) -> JobDetailO
             "checkpoint_age_s": age,
             "gpus": gpus,
             "gpu_hours_at_risk": hours,
-            "cost_at_risk": hours * svc.settings.gpu_hour_price if hours is not None else None,
-            "currency": svc.settings.currency,
+            "cost_at_risk": hours * svc.settings.server.gpu_hour_price if hours is not None else None,
+            "currency": svc.settings.server.currency,
         }
     )
 

@@ -62,7 +62,7 @@ def recovery_state(session: SessionDep) -> RecoveryOut:
 async def pause(request: Request, admin: AdminDep, svc: ServicesDep) -> RecoveryOut:
     """Pause (``{"paused": true}``) or resume (``false``) automatic restarts cluster-wide; decisions are
     still made and recorded. Admin only."""
-    body = await read_model(request, PauseIn, svc.settings.max_body_bytes)
+    body = await read_model(request, PauseIn, svc.settings.server.max_body_bytes)
 
     def work() -> RecoveryOut:
         with transaction(svc.sessions) as session:
@@ -78,7 +78,7 @@ async def pause(request: Request, admin: AdminDep, svc: ServicesDep) -> Recovery
 async def exclude(request: Request, response: Response, admin: AdminDep, svc: ServicesDep) -> ExclusionOut:
     """Keep a node out of restarts (drained or cordoned through the cluster's executor, if one is set)
     until its TTL. A node excluded already keeps its exclusion (200). Admin only."""
-    body = await read_model(request, ExclusionIn, svc.settings.max_body_bytes)
+    body = await read_model(request, ExclusionIn, svc.settings.server.max_body_bytes)
     added = await run_in_threadpool(exclude_by_hand, svc.incidents, body.node, body.reason, body.ttl_s, admin.who)
     if added is not None:
         return _out(added)

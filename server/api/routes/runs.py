@@ -89,11 +89,11 @@ class RunEnded(BaseModel):
 async def start_run(request: Request, response: Response, node: NodeDep, svc: ServicesDep) -> RunStarted:
     """Register a run. With a ``key`` seen before, the same run is returned (200), so a supervisor
     replaying its outbox after an outage creates nothing twice."""
-    body = await read_model(request, RunStart, svc.settings.max_body_bytes)
+    body = await read_model(request, RunStart, svc.settings.server.max_body_bytes)
     own_node(node, body.node, "start a run")
     if body.policy is not None:
         try:
-            policy_config(svc.settings, body.policy)
+            policy_config(svc.settings.recovery, body.policy)
         except (TypeError, ValueError) as exc:
             raise HTTPException(422, f"policy: {exc}") from None
 
@@ -142,7 +142,7 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
     then decided on. A supervisor that decided by itself while the server was away sends its
     ``diagnosis`` and ``decision``, which are recorded as they were. A repeated exit changes nothing.
     A run that succeeds resolves its job's decided incidents."""
-    body = await read_model(request, RunExit, svc.settings.max_body_bytes)
+    body = await read_model(request, RunExit, svc.settings.server.max_body_bytes)
     local = None
     if body.decision is not None or body.diagnosis is not None:
         try:
