@@ -4,7 +4,7 @@ it, `python dashboards/build.py --check` exits 1 if a committed file differs fro
 The JSON is generated so that the things that must agree across ~80 panels (the `${datasource}`
 variable, unique panel ids, a grid with no overlaps, one idiom per kind of query) are written once.
 Every expression is run against a live Prometheus scraping a live gpuwatch server by
-tests/test_prometheus_live.py; tests/test_dashboards.py checks the structure.
+tests/system/test_prometheus_live.py; tests/system/test_dashboards.py checks the structure.
 """
 
 from __future__ import annotations

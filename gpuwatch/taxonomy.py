@@ -1,7 +1,7 @@
 """The failure taxonomy of ../shared/failure-taxonomy.md, as code: every diagnosis names exactly one
 of these reasons, and its category and default action follow from it.
 
-`tests/test_taxonomy.py` checks this table against the contract file whenever that file is present.
+`tests/gpuwatch/test_taxonomy.py` checks this table against the contract file whenever that file is present.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ A failure's evidence is the failing rank's log (the root cause, often inside a t
 ordinary training lines), one or two peers' logs on other nodes with the cascade a real job shows (NCCL
 watchdog timeouts, a remote process that exited), the node's kernel log for hardware faults, and a
 scheduler line where Slurm would write one. The simulation runs it through the real diagnosis engine;
-tests/test_simulate.py checks that the engine gives back the injected reason for most of it.
+tests/simulate/test_simulate.py checks that the engine gives back the injected reason for most of it.
 """
 
 from __future__ import annotations

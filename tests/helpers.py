@@ -25,6 +25,9 @@ from server.store.migrate import upgrade
 from server.store.nodes import create_token
 from server.store.tokens import create_admin_token
 
+TESTS = Path(__file__).resolve().parent  # the shared data (data/, fixtures/, jobs/) and helpers
+REPO = TESTS.parent
+
 T = TypeVar("T")
 CLI = [sys.executable, "-m", "gpuwatch"]
 

@@ -1,6 +1,6 @@
 """The restart decision: one pure function from a diagnosed failure and the job's history to what to do.
 
-The rules, first match wins (the precedence is part of the contract; tests/test_recovery_policy.py
+The rules, first match wins (the precedence is part of the contract; tests/gpuwatch/recovery/test_recovery_policy.py
 pins it):
 
 1. exit status 93: the job asked not to be restarted, whatever the reason.

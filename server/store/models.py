@@ -1,5 +1,5 @@
 """SQLAlchemy models: the schema as the code sees it. Only Alembic migrations change the database;
-`tests/test_migrations.py` checks the two agree."""
+`tests/server/store/test_migrations.py` checks the two agree."""
 
 from __future__ import annotations
 

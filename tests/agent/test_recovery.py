@@ -1,0 +1,304 @@
+"""Automatic recovery end to end (issue 5): a real 2-rank torch.distributed job (gloo, CPU, torchrun)
+under `gpuwatch run` against a live server, failures injected for real, and the final parameters of
+every recovered run compared bit for bit with those of an uninterrupted run with the same seed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.helpers import CLI, TESTS, Proc, free_port, migrated_sqlite, new_token, start_server, wait_until
+
+torch = pytest.importorskip("torch")
+
+TRAIN = str(TESTS / "jobs" / "ckpt_train.py")
+STEPS, EVERY = 30, 5
+NODE = "node-r"
+
+pytestmark = pytest.mark.slow
+
+
+def _torchrun(ckpt: Path, out: Path, *extra: str) -> list[str]:
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", TRAIN]
+    return [*launcher, "--steps", str(STEPS), "--every", str(EVERY), "--ckpt-dir", str(ckpt), "--out", str(out), *extra]
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor]:
+    """The parameters of an uninterrupted run (plain torchrun, no gpuwatch)."""
+    tmp = tmp_path_factory.mktemp("baseline")
+    import subprocess
+
+    subprocess.run(_torchrun(tmp / "ckpt", tmp / "out"), check=True, capture_output=True, timeout=300)
+    return torch.load(tmp / "out" / "final.pt", weights_only=True)["model"]
+
+
+@dataclass
+class Cluster:
+    tmp: Path
+    base: str
+    token: str
+    server: Proc
+    port: int
+
+    def restart_server(self) -> None:
+        self.server = start_server(self.tmp / "srv", self.port, self.tmp / "server.log", _SERVER_ENV)
+
+    def supervise(
+        self,
+        job: str,
+        *train_args: str,
+        policy: tuple[str, ...] = (),
+        grace_s: float = 30,
+        env: dict[str, str] | None = None,
+    ) -> tuple[Proc, Path, Path]:
+        ckpt, out = self.tmp / job / "ckpt", self.tmp / job / "out"
+        args = ["run", "--job", job, "--checkpoint-dir", str(ckpt), "--server", self.base, "--token", self.token]
+        args += ["--node", NODE, "--data-dir", str(self.tmp / "sup"), "--grace", str(grace_s)]
+        args += ["--decision-timeout", "10"]
+        for p in policy:
+            args += ["--policy", p]
+        proc = Proc([*args, "--", *_torchrun(ckpt, out, *train_args)], self.tmp / f"{job}.log", env)
+        return proc, ckpt, out
+
+    def incidents(self, job_id: int | None = None) -> list[dict]:
+        found = httpx.get(f"{self.base}/api/v1/incidents", timeout=5).json()
+        return [i for i in found if job_id is None or i["job_id"] == job_id]
+
+    def job(self, name: str) -> dict:
+        (job,) = httpx.get(f"{self.base}/api/v1/jobs", params={"name": name}, timeout=5).json()
+        return job
+
+    def runs(self, name: str) -> list[dict]:
+        return httpx.get(f"{self.base}/api/v1/jobs/{self.job(name)['id']}/runs", timeout=5).json()
+
+
+_SERVER_ENV = {
+    "GPUWATCH_INCIDENT_SETTLE_S": "0.3",
+    "GPUWATCH_RECOVERY_EXCLUDE_TTL_S": "600",
+    "GPUWATCH_HANG_CHECK_S": "0.25",
+}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    (tmp_path / "srv").mkdir()
+    url = migrated_sqlite(tmp_path / "srv")
+    port = free_port()
+    server = start_server(tmp_path / "srv", port, tmp_path / "server.log", _SERVER_ENV)
+    c = Cluster(tmp_path, f"http://127.0.0.1:{port}", new_token(url, NODE), server, port)
+    yield c
+    c.server.stop()
+
+
+def _progress(out: Path, rank: int = 0) -> int:
+    path = out / f"rank{rank}.progress"
+    return int(path.read_text() or 0) if path.exists() else 0
+
+
+def _wait_step(out: Path, step: int) -> int:
+    return wait_until(lambda: (p := _progress(out)) >= step and p, timeout=120, what=f"training past step {step}")
+
+
+def _finish(proc: Proc, timeout: float = 240) -> int:
+    proc.popen.wait(timeout)
+    return proc.stop()
+
+
+def _assert_same_params(out: Path, baseline: dict[str, torch.Tensor]) -> None:
+    final = torch.load(out / "final.pt", weights_only=True)
+    assert final["step"] == STEPS
+    assert final["model"].keys() == baseline.keys()
+    for name, tensor in baseline.items():
+        assert torch.equal(final["model"][name], tensor), f"{name} differs from the uninterrupted run"
+
+
+def _steps(out: Path) -> list[int]:
+    return [int(line) for line in (out / "steps.log").read_text().split()]
+
+
+def _attempts(out: Path) -> list[dict[str, str]]:
+    rows = []
+    for line in (out / "attempts.log").read_text().splitlines():
+        rows.append(dict(part.split("=", 1) for part in line.split(" ")))
+    return rows
+
+
+def _decision(incident: dict) -> dict:
+    (decision,) = [a for a in incident["actions"] if a["kind"] == "decision"]
+    return decision
+
+
+def test_xid_and_killed_rank_restart_on_the_checkpoint_excluding_the_node(
+    cluster: Cluster, baseline: dict[str, torch.Tensor]
+) -> None:
+    agent_dir = cluster.tmp / "agent"
+    args = ["--server", cluster.base, "--token", cluster.token, "--node", NODE, "--simulate", "1", "--flush", "0.5"]
+    agent = Proc(["agent", *args, "--client-port", "0", "--data-dir", str(agent_dir)], cluster.tmp / "agent.log")
+    try:
+        proc, _, out = cluster.supervise("xid-job", "--step-s", "0.1")
+        _wait_step(out, 12)
+        import subprocess
+
+        subprocess.run([*CLI, "inject", NODE, "0", "xid", "--code", "79", "--data-dir", str(agent_dir)], check=True)
+        wait_until(lambda: [i for i in cluster.incidents() if i["trigger"] == "xid"], what="the Xid at the server")
+        victim = int((out / "rank1.pid").read_text())
+        os.kill(victim, signal.SIGKILL)
+        killed_at = _progress(out)
+        assert _finish(proc) == 0, proc.output()[-3000:]
+    finally:
+        agent.stop()
+    _assert_same_params(out, baseline)
+    attempts = _attempts(out)
+    assert len(attempts) == 2
+    resumed = int(attempts[1]["start"])
+    assert attempts[1]["exclude"] == NODE and attempts[1]["resume"].endswith(f"step_{resumed:06d}.pt")
+    steps = _steps(out)
+    k = len(steps) - (STEPS - resumed)  # steps the first attempt completed
+    assert steps[:k] == list(range(1, k + 1)) and steps[k:] == list(range(resumed + 1, STEPS + 1))
+    assert k >= killed_at - 1
+    assert resumed == k - k % EVERY, "resumed from the newest checkpoint before the failure"
+    assert len(steps) - STEPS == k - resumed, "steps redone = steps since that checkpoint"
+    job = cluster.job("xid-job")
+    (incident,) = [i for i in cluster.incidents(job["id"]) if i["trigger"] == "run_failed"]
+    d = incident["diagnosis"]
+    assert (d["reason"], d["node"]) == ("gpu_hardware", NODE)
+    decision = _decision(incident)
+    assert decision["actor"] == "server"
+    assert (decision["params"]["outcome"], decision["params"]["exclude_nodes"]) == ("restart_exclude_node", [NODE])
+    (restart,) = [a for a in incident["actions"] if a["kind"] == "restart"]
+    assert restart["status"] == "done"
+    # The node was excluded once, by the Xid's own incident (which came first), not twice.
+    exclusions = [a for i in cluster.incidents() for a in i["actions"] if a["kind"] == "exclude_node"]
+    assert [a["params"]["node"] for a in exclusions] == [NODE]
+    recovery = httpx.get(f"{cluster.base}/api/v1/recovery").json()
+    assert [e["node"] for e in recovery["excluded"]] == [NODE] and recovery["paused"] is False
+    runs = cluster.runs("xid-job")
+    assert [r["state"] for r in sorted(runs, key=lambda r: r["attempt"])] == ["failed", "succeeded"]
+    metrics = httpx.get(f"{cluster.base}/metrics").text
+    assert 'gpuwatch_restarts_total{job="xid-job",reason="gpu_hardware"} 1.0' in metrics
+    assert f'gpuwatch_excluded_nodes{{node="{NODE}"}} 1.0' in metrics
+
+
+def test_hung_job_is_killed_and_restarted_from_its_checkpoint(
+    cluster: Cluster, baseline: dict[str, torch.Tensor]
+) -> None:
+    """Rank 0 stops stepping (alive, idle; rank 1 waits in its all-reduce): the server's job tracker sees
+    no progress on idle GPUs past the hang timeout, decides `hang` → restart, and the supervisor stops
+    the hung job and restarts it from its checkpoint."""
+    client_port = free_port()
+    args = ["--server", cluster.base, "--token", cluster.token, "--node", NODE, "--simulate", "2", "--flush", "0.5"]
+    agent = Proc(
+        ["agent", *args, "--interval", "0.5", "--client-port", str(client_port), "--data-dir", str(cluster.tmp / "a")],
+        cluster.tmp / "agent.log",
+    )
+    env = {
+        "GPUWATCH_AGENT_URL": f"http://127.0.0.1:{client_port}",
+        "GPUWATCH_HANG_TIMEOUT": "3",
+        "OMP_NUM_THREADS": "1",
+    }
+    try:
+        proc, _, out = cluster.supervise("hang-job", "--hang-at", "12", "--step-s", "0.05", grace_s=3, env=env)
+        _wait_step(out, 12)
+        hung = int((out / "rank0.pid").read_text())  # asleep, and deaf to SIGTERM (its handler only flags)
+        assert _finish(proc) == 0, proc.output()[-3000:]
+        assert not Path(f"/proc/{hung}").exists() or "zombie" in Path(f"/proc/{hung}/status").read_text(), (
+            "the hung rank (in a session of its own, like every torchrun worker) was killed with its attempt"
+        )
+    finally:
+        agent.stop()
+    assert "the server decided about the running job" in proc.output()
+    _assert_same_params(out, baseline)
+    attempts = _attempts(out)
+    assert [int(a["start"]) for a in attempts] == [0, 10], "restarted from the checkpoint of step 10"
+    (incident,) = cluster.incidents(cluster.job("hang-job")["id"])
+    assert (incident["trigger"], incident["diagnosis"]["reason"], incident["state"]) == ("hang", "hang", "resolved")
+    assert _decision(incident)["params"]["outcome"] == "restart"
+    runs = sorted(cluster.runs("hang-job"), key=lambda r: r["attempt"])
+    assert [r["state"] for r in runs] == ["failed", "succeeded"]
+
+
+def test_preemption_saves_an_emergency_checkpoint_and_loses_no_step(
+    cluster: Cluster, baseline: dict[str, torch.Tensor]
+) -> None:
+    proc, _, out = cluster.supervise("preempt-job", "--step-s", "0.1")
+    _wait_step(out, 12)
+    os.killpg(os.getpgid(int((out / "rank0.pid").read_text())), signal.SIGTERM)  # the scheduler's SIGTERM
+    assert _finish(proc) == 0, proc.output()[-3000:]
+    assert "gpuwatch: preempted: received SIGTERM, emergency checkpoint saved" in proc.output()
+    _assert_same_params(out, baseline)
+    attempts = _attempts(out)
+    assert len(attempts) == 2 and int(attempts[1]["start"]) % EVERY != 0, "resumed from the emergency checkpoint"
+    assert _steps(out) == list(range(1, STEPS + 1)), "no step computed twice, none skipped"
+    (incident,) = cluster.incidents(cluster.job("preempt-job")["id"])
+    assert incident["diagnosis"]["reason"] == "preempted"
+    assert _decision(incident)["params"]["outcome"] == "restart"
+
+
+def test_script_error_is_not_restarted(cluster: Cluster) -> None:
+    proc, _, out = cluster.supervise("keyerror-job", "--fail-at", "8", "--step-s", "0")
+    assert _finish(proc) != 0
+    assert len(_attempts(out)) == 1, "no restart"
+    (incident,) = cluster.incidents(cluster.job("keyerror-job")["id"])
+    assert incident["diagnosis"]["reason"] == "script_error"
+    decision = _decision(incident)["params"]
+    assert (decision["outcome"], decision["restart"], decision["alert"]) == ("notify", False, True)
+    assert "KeyError" in " ".join(e["text"] for e in incident["diagnosis"]["evidence"])
+
+
+def test_same_crash_every_attempt_stops_at_the_crash_loop_limit(cluster: Cluster) -> None:
+    proc, _, out = cluster.supervise(
+        "loop-job", "--fail-at", "3", "--fail", "cuda", "--fail-always", "--step-s", "0", policy=("crash_loop_n=2",)
+    )
+    assert _finish(proc) != 0
+    assert len(_attempts(out)) == 2
+    incidents = sorted(cluster.incidents(cluster.job("loop-job")["id"]), key=lambda i: i["id"])
+    assert [i["diagnosis"]["reason"] for i in incidents] == ["cuda_error", "cuda_error"]
+    first, second = (_decision(i)["params"] for i in incidents)
+    assert first["outcome"] == "restart"
+    assert (second["outcome"], second["rule"]) == ("stop", "crash_loop")
+
+
+def test_truncated_newest_checkpoint_is_skipped(cluster: Cluster, baseline: dict[str, torch.Tensor]) -> None:
+    import subprocess
+
+    ckpt = cluster.tmp / "trunc-job" / "ckpt"
+    subprocess.run(_torchrun(ckpt, cluster.tmp / "first-run", "--step-s", "0"), check=True, capture_output=True)
+    newest = ckpt / f"step_{STEPS:06d}.pt"
+    data = newest.read_bytes()
+    newest.write_bytes(data[: len(data) // 2])  # a save cut short
+    proc, _, out = cluster.supervise("trunc-job", "--step-s", "0")
+    assert _finish(proc) == 0, proc.output()[-3000:]
+    assert "skipping checkpoint" in proc.output() and newest.name in proc.output()
+    (attempt,) = _attempts(out)
+    assert attempt["resume"].endswith(f"step_{STEPS - EVERY:06d}.pt") and attempt["start"] == str(STEPS - EVERY)
+    _assert_same_params(out, baseline)
+
+
+def test_server_down_during_a_failure_the_supervisor_decides_and_reports_later(
+    cluster: Cluster, baseline: dict[str, torch.Tensor]
+) -> None:
+    proc, _, out = cluster.supervise("offline-job", "--step-s", "0.1")
+    _wait_step(out, 8)
+    cluster.server.stop(signal.SIGKILL)
+    os.killpg(os.getpgid(int((out / "rank0.pid").read_text())), signal.SIGTERM)
+    wait_until(lambda: "decision by the supervisor" in proc.output(), timeout=120, what="the local decision")
+    cluster.restart_server()
+    assert _finish(proc) == 0, proc.output()[-3000:]
+    _assert_same_params(out, baseline)
+    job = cluster.job("offline-job")
+    runs = wait_until(lambda: len(r := cluster.runs("offline-job")) == 2 and r, what="both runs recorded")
+    assert sorted(r["state"] for r in runs) == ["failed", "succeeded"]
+    (incident,) = cluster.incidents(job["id"])
+    assert incident["diagnosis"]["reason"] == "preempted"
+    decision = _decision(incident)
+    assert (decision["actor"], decision["params"]["outcome"]) == ("supervisor", "restart")
+    restart = [a for a in incident["actions"] if a["kind"] == "restart"]
+    assert restart and restart[0]["status"] == "done" and restart[0]["actor"] == "supervisor"

@@ -1,0 +1,63 @@
+"""Accuracy of the rules on the labelled corpus of real-format failure logs (tests/data/failures)."""
+
+from __future__ import annotations
+
+import tomllib
+from collections import Counter
+from pathlib import Path
+
+from gpuwatch.diagnosis.engine import diagnose_rules
+from gpuwatch.diagnosis.model import Diagnosis, LogSource
+from gpuwatch.taxonomy import REASONS
+from tests.helpers import TESTS
+
+CORPUS = TESTS / "data" / "failures"
+
+
+def load_case(case: Path) -> tuple[dict, list[LogSource]]:
+    meta = tomllib.loads((case / "case.toml").read_text())
+    files = meta.get("files", {})
+    sources = []
+    for path in sorted(p for p in case.iterdir() if p.is_file() and p.name not in ("case.toml", "README.md")):
+        known = files.get(path.name, {})
+        sources.append(
+            LogSource(
+                file=path.name,
+                lines=path.read_text(errors="replace").splitlines(),
+                node=known.get("node"),
+                rank=known.get("rank"),
+                exit_code=known.get("exit_code"),
+                signal=known.get("signal"),
+            )
+        )
+    return meta, sources
+
+
+def run_corpus() -> list[tuple[str, dict, Diagnosis]]:
+    cases = sorted(p for p in CORPUS.iterdir() if (p / "case.toml").exists())
+    return [(case.name, meta, diagnose_rules(sources)) for case in cases for meta, sources in [load_case(case)]]
+
+
+def test_rules_accuracy_on_the_labelled_corpus() -> None:
+    results = run_corpus()
+    assert len(results) >= 80
+    covered = {meta["reason"] for _, meta, _ in results}
+    assert covered == set(REASONS) - {"hang", "unknown"}, "every reason but hang is in the corpus"
+    reason_ok = sum(d.reason == meta["reason"] for _, meta, d in results)
+    category_ok = sum(d.category == REASONS[meta["reason"]].category for _, meta, d in results)
+    blamed = [(name, meta, d) for name, meta, d in results if "node" in meta and d.reason == meta["reason"]]
+    node_ok = sum(d.node == meta["node"] for _, meta, d in blamed)
+    confusion = Counter((meta["reason"], d.reason) for _, meta, d in results if d.reason != meta["reason"])
+    print(
+        f"\ncorpus: {len(results)} cases; reason {reason_ok}/{len(results)} = {reason_ok / len(results):.1%}, "
+        f"category {category_ok}/{len(results)} = {category_ok / len(results):.1%}, "
+        f"blamed node {node_ok}/{len(blamed)}"
+    )
+    print("misdiagnosed (expected -> got: count):")
+    for (want, got), n in sorted(confusion.items()):
+        print(f"  {want} -> {got}: {n}")
+    for name, meta, d in results:
+        if d.reason != meta["reason"]:
+            print(f"  {name}: want {meta['reason']}, got {d.reason} ({d.rule_id}) {d.explanation[:120]}")
+    assert reason_ok / len(results) >= 0.90
+    assert category_ok / len(results) >= 0.95
