@@ -12,9 +12,9 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import start_http_server
 
 from agent.api_client import ServerClient
+from agent.attribution import JobDirectory
 from agent.collectors.base import Collector, GpuCollector, GpuEvent, Reading, Resumable
 from agent.collectors.registry import REGISTRY, Registry
-from agent.jobs import JobDirectory
 from agent.local_api import LocalApi
 from agent.metrics import AgentMetrics
 from agent.shipper import Backoff, Shipper

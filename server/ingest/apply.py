@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 from gpuwatch.protocol import Batch
 from server.detect.detection import Detection
+from server.detect.fatal_xid import count_xids, fatal_xids, open_xid_incident
 from server.detect.metrics import DetectMetrics
 from server.detect.record import record
 from server.detect.stragglers import StragglerDetector
-from server.detect.xid import count_xids, fatal_xids, open_xid_incident
 from server.incidents.context import IncidentContext
 from server.ingest.first_steps import FirstSteps
 from server.ingest.store import StoreResult

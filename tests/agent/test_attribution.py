@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent.jobs import JobDirectory
+from agent.attribution import JobDirectory
 from gpuwatch.protocol import ClientReport, GpuProcess, GpuSample, JobProcess
 from tests.helpers import Proc, free_port, migrated_sqlite, new_token, start_server, wait_until
 

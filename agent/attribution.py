@@ -14,7 +14,7 @@ from pathlib import Path
 from gpuwatch.client.identity import identity_from_env
 from gpuwatch.protocol import GpuSample, JobProcess
 
-log = logging.getLogger("gpuwatch.agent.jobs")
+log = logging.getLogger("gpuwatch.agent.attribution")
 
 
 def read_environ(proc_root: Path, pid: int) -> dict[str, str] | None:
