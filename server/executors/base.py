@@ -51,6 +51,11 @@ class Executor(Protocol):
         """The scheduler's word for the job now (RUNNING, PENDING, FAILED, ...), or "unknown"."""
         ...
 
+    def job_nodes(self, target: JobTarget) -> set[str] | None:
+        """The nodes the scheduler runs the job on now, or None when it cannot say: the server lets a
+        node join another node's job only on the scheduler's word (docs/security.md)."""
+        ...
+
 
 def render(argv: Sequence[str]) -> str:
     """A command line as a shell would need it, for ``ActionResult.commands``."""

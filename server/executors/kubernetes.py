@@ -154,6 +154,17 @@ class KubernetesExecutor:
         except _Failed:
             return UNKNOWN
 
+    def job_nodes(self, target: JobTarget) -> set[str] | None:
+        """The nodes the job's pods are scheduled on."""
+        try:
+            namespace, name = _parse(target)
+            _, selector, _ = self._job(namespace, name, [])
+            return {
+                pod.spec.node_name for pod in self._pods(namespace, selector, []) if pod.spec and pod.spec.node_name
+            }
+        except _Failed:
+            return None
+
     # -- API calls --------------------------------------------------------------------------------
 
     def _call(

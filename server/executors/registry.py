@@ -33,3 +33,15 @@ def executor_from_settings(name: str, settings: Settings) -> Executor:
         kubeconfig = str(settings.server.kubeconfig) if settings.server.kubeconfig else None
         return executor_for(name, kubeconfig=kubeconfig, context=settings.server.kube_context)
     return executor_for(name)
+
+
+_built: dict[tuple[str, ...], Executor] = {}
+
+
+def executor(settings: Settings, name: str) -> Executor:
+    """One executor per scheduler and configuration, built on first use (a Kubernetes client is costly)."""
+    server = settings.server
+    key = (name, str(server.slurm_bin_dir), str(server.kubeconfig), str(server.kube_context))
+    if key not in _built:
+        _built[key] = executor_from_settings(name, settings)
+    return _built[key]

@@ -150,6 +150,23 @@ class SlurmExecutor:
         got = self._job(target.ref or "", [])
         return UNKNOWN if isinstance(got, _Output) else got[0]
 
+    def job_nodes(self, target: JobTarget) -> set[str] | None:
+        if not _JOB_ID.fullmatch(target.ref or ""):
+            return None
+        log: list[str] = []
+        run = self._run(self.squeue, ["--noheader", "--states=all", f"--jobs={target.ref}", "--format=%i|%N"], log)
+        if not run.ok:
+            return None
+        for line in run.out.splitlines():
+            job_id, _, hostlist = line.strip().partition("|")
+            if job_id != target.ref:
+                continue
+            if not _hostlist_items(hostlist):
+                return set()
+            hosts = self._run(self.scontrol, ["show", "hostnames", hostlist.strip()], log)  # expands n[1-3]
+            return set(hosts.out.split()) if hosts.ok else None
+        return None
+
     # -- commands ---------------------------------------------------------------------------------
 
     def _run(self, binary: str, args: list[str], log: list[str]) -> _Output:

@@ -26,13 +26,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpuwatch.config import Settings
 from gpuwatch.diagnosis.model import Diagnosis as Result
 from gpuwatch.recovery import Attempt, Decision, decide
 from gpuwatch.recovery.settings import policy_config
 from gpuwatch.taxonomy import REASONS
+from server.executors import registry
 from server.executors.base import ActionResult, Executor, JobTarget
-from server.executors.registry import executor_from_settings
 from server.incidents import snapshot
 from server.incidents.context import IncidentContext
 from server.notify import notices
@@ -191,12 +190,12 @@ def expire_exclusions(ctx: IncidentContext) -> list[str]:
             e.released_at = now
         released = [(e.node_name, e.executor) for e in expired]
     still = {e.node_name for e in _current(ctx)}
-    for node, executor in released:
+    for node, name in released:
         if node in still:  # excluded again meanwhile by a newer exclusion
             continue
         ctx.metrics.excluded_nodes.labels(node).set(0)
-        if executor:
-            outcome = _executor(ctx.settings, executor).release_node(node)
+        if name:
+            outcome = _executor(ctx, name).release_node(node)
             log.warning("exclusion of %s over: %s", node, outcome.detail)
     return [node for node, _ in released]
 
@@ -232,7 +231,7 @@ def release_by_hand(ctx: IncidentContext, node: str, actor: str) -> bool:
     ctx.metrics.excluded_nodes.labels(node).set(0)
     for name in executors:
         try:
-            log.warning("%s releases %s: %s", actor, node, _executor(ctx.settings, name).release_node(node).detail)
+            log.warning("%s releases %s: %s", actor, node, _executor(ctx, name).release_node(node).detail)
         except Exception as exc:  # the release is recorded; the scheduler's answer is only reported
             log.error("releasing %s through %s failed: %s", node, name, exc)
     return True
@@ -338,14 +337,14 @@ def _carry_out(ctx: IncidentContext, todo: _Todo) -> None:
         _act(
             ctx,
             action_id,
-            lambda node=node, name=name, reason=reason: _executor(ctx.settings, name).exclude_node(node, reason=reason),
+            lambda node=node, name=name, reason=reason: _executor(ctx, name).exclude_node(node, reason=reason),
         )
     if todo.restart is not None:
         action_id, target, nodes, reason = todo.restart
         _act(
             ctx,
             action_id,
-            lambda: _executor(ctx.settings, target.executor).restart(target, exclude_nodes=nodes, reason=reason),
+            lambda: _executor(ctx, target.executor).restart(target, exclude_nodes=nodes, reason=reason),
         )
 
 
@@ -364,12 +363,5 @@ def _act(ctx: IncidentContext, action_id: int, call: Callable[[], ActionResult])
             action.params = {**action.params, "commands": commands}
 
 
-_executors: dict[tuple[str, ...], Executor] = {}
-
-
-def _executor(settings: Settings, name: str) -> Executor:
-    """One executor per scheduler and configuration (a Kubernetes client is costly to build)."""
-    key = (name, str(settings.server.slurm_bin_dir), str(settings.server.kubeconfig), str(settings.server.kube_context))
-    if key not in _executors:
-        _executors[key] = executor_from_settings(name, settings)
-    return _executors[key]
+def _executor(ctx: IncidentContext, name: str) -> Executor:
+    return registry.executor(ctx.settings, name)

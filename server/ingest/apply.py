@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from gpuwatch.protocol import Batch
+from gpuwatch.protocol import Batch, StepReport
 from server.detect.detection import Detection
 from server.detect.fatal_xid import count_xids, fatal_xids, open_xid_incident
 from server.detect.metrics import DetectMetrics
@@ -69,23 +69,28 @@ class Folder:
             self.telemetry.add_series(name, batch.series)
             self.telemetry.add_ib(name, batch.ib)
             jobs = self.jobs
-            jobs.add_processes(name, batch.processes)
+            processes, steps, checkpoints = batch.processes, batch.steps, batch.checkpoints
+            if foreign := result.foreign_jobs:  # another node's job: left out as the store left it out
+                processes = [p for p in processes if p.job not in foreign]
+                steps = [s for s in steps if s.job not in foreign]
+                checkpoints = [c for c in checkpoints if c.job not in foreign]
+            jobs.add_processes(name, processes)
             jobs.add_series(name, batch.series)
-            if batch.checkpoints:
-                jobs.add_checkpoints(batch.checkpoints)
-            if batch.steps:
-                follow.detections = self.stragglers.check(jobs.add_steps(name, batch.steps))
-                follow.first_steps = self._first_steps(batch)
+            if checkpoints:
+                jobs.add_checkpoints(checkpoints)
+            if steps:
+                follow.detections = self.stragglers.check(jobs.add_steps(name, steps))
+                follow.first_steps = self._first_steps(steps)
             count_xids(self.detect_metrics, name, result.new_events)
             follow.fatal_xids = fatal_xids(batch, time.time())  # cheap: a regex only on kernel lines
         self.telemetry.touch(node.name, batch.dropped or None)
         return follow
 
-    def _first_steps(self, batch: Batch) -> list[tuple[str, int, list[float]]]:
+    def _first_steps(self, steps: list[StepReport]) -> list[tuple[str, int, list[float]]]:
         firsts: dict[str, tuple[str, int, list[float]]] = {}
-        for st in batch.steps:
+        for st in steps:
             if st.job not in firsts and (run_id := self.first_steps.take(st.job)) is not None:
-                firsts[st.job] = (st.job, run_id, sorted(s.ts for s in batch.steps if s.job == st.job))
+                firsts[st.job] = (st.job, run_id, sorted(s.ts for s in steps if s.job == st.job))
         return list(firsts.values())
 
     def follow_up(self, node: Node, follow: FollowUp) -> None:

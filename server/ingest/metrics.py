@@ -32,6 +32,12 @@ class IngestMetrics:
             "Request body bytes received on ingest (as sent, compressed or not).",
             registry=registry,
         )
+        self.foreign_jobs = Counter(
+            "gpuwatch_ingest_foreign_job_reports",
+            "Batches' reports (processes, steps, checkpoints) about a job that belongs to other nodes, left out "
+            "(counted once per job and batch): a node reports only on its own jobs (docs/security.md).",
+            registry=registry,
+        )
         self.latency = Gauge(
             "gpuwatch_ingest_last_batch_seconds", "Time the last batch took to store.", registry=registry
         )

@@ -26,6 +26,7 @@ class StoreResult:
     duplicate_logs: int
     duplicate_events: int
     new_events: list[Event] = field(default_factory=list)  # the batch's events stored now (not replays)
+    foreign_jobs: frozenset[str] = frozenset()  # jobs of other nodes whose reports the batch carried: left out
 
 
 def _dt(ts: float) -> datetime:
@@ -87,7 +88,7 @@ def store_batches(session: Session, items: Sequence[tuple[Node, Batch]]) -> list
     ]
     for n in new:
         node, batch = items[n]
-        store_job_data(session, node.id, batch.processes, batch.steps, batch.checkpoints)
+        foreign = store_job_data(session, node.id, batch.processes, batch.steps, batch.checkpoints)
         if batch.dropped:
             session.execute(update(Node).where(Node.id == node.id).values(dropped=batch.dropped))
         # Each line stored is credited to the first batch that carries it (an agent may re-batch).
@@ -102,7 +103,9 @@ def store_batches(session: Session, items: Sequence[tuple[Node, Batch]]) -> list
                 stored_events.discard((node.id, ev.stream, ev.seq))
                 new_events.append(ev)
         ack = BatchAck(batch_id=batch.batch_id, samples=sample_count(batch), logs=logs, events=len(new_events))
-        results[n] = StoreResult(ack, len(batch.logs) - logs, len(batch.events) - len(new_events), new_events)
+        results[n] = StoreResult(
+            ack, len(batch.logs) - logs, len(batch.events) - len(new_events), new_events, foreign_jobs=foreign
+        )
     return results
 
 

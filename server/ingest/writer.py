@@ -250,6 +250,8 @@ class BatchWriter:
         m.items.labels("event").inc(sum(a.events for a in stored))
         m.duplicates.labels("log").inc(sum(r.duplicate_logs for r in results))
         m.duplicates.labels("event").inc(sum(r.duplicate_events for r in results))
+        if foreign := sum(len(r.foreign_jobs) for r in results):
+            m.foreign_jobs.inc(foreign)
 
     def _commit(self, items: list[_Item]) -> None:
         """Store ``items`` in one transaction (their rollups too, when they are written per batch)."""

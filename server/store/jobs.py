@@ -4,6 +4,7 @@ attributed GPU samples and checkpoint reports of ingest batches."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from sqlalchemy import or_, select
@@ -21,22 +22,51 @@ def _minute(ts: float) -> datetime:
 
 
 def job_ids(session: Session, names: set[str], processes: list[JobProcess]) -> dict[str, int]:
-    """Ids of the named jobs, creating (and updating from ``processes``) as needed."""
+    """Ids of the named jobs, creating (and updating from ``processes``) as needed. A job's scheduler and
+    external id come from the telemetry only when the telemetry creates it: never changed by a report
+    afterwards (docs/security.md)."""
     if not names:
         return {}
     jobs = {j.name: j for j in session.scalars(select(Job).where(Job.name.in_(names)))}
-    for name in names - set(jobs):
+    created = names - set(jobs)
+    for name in created:
         jobs[name] = Job(name=name, state="running")
         session.add(jobs[name])
     for p in processes:
         job = jobs[p.job]
-        job.scheduler = p.scheduler
-        job.external_id = p.external_id or job.external_id
+        if p.job in created:
+            job.scheduler, job.external_id = p.scheduler, p.external_id or job.external_id
         job.world_size = p.world_size or job.world_size
         job.hang_timeout_s = p.hang_timeout_s or job.hang_timeout_s
         job.state = "running"
     session.flush()
     return {name: job.id for name, job in jobs.items()}
+
+
+def job_members(session: Session, job_ids: Iterable[int]) -> dict[int, set[int]]:
+    """The nodes each job belongs to: those that started its runs. A job without runs belongs to nobody."""
+    members: dict[int, set[int]] = defaultdict(set)
+    ids = list(job_ids)
+    if ids:
+        for job_id, node_id in session.execute(
+            select(Run.job_id, Run.node_id).where(Run.job_id.in_(ids), Run.node_id.is_not(None)).distinct()
+        ):
+            members[job_id].add(node_id)
+    return dict(members)
+
+
+def foreign_jobs(session: Session, node_id: int, names: Iterable[str]) -> frozenset[str]:
+    """Those of the named jobs that belong to other nodes: a node's processes, steps and checkpoints of
+    them are not taken (they could set a hang timeout, or fake a stall, of another node's run)."""
+    wanted = set(names)
+    if not wanted:
+        return frozenset()
+    members: dict[str, set[int]] = defaultdict(set)
+    for name, member in session.execute(
+        select(Job.name, Run.node_id).join(Run, Run.job_id == Job.id).where(Job.name.in_(wanted)).distinct()
+    ):
+        members[name].add(member)
+    return frozenset(name for name, nodes in members.items() if node_id not in nodes)
 
 
 def store_job_data(
@@ -45,13 +75,20 @@ def store_job_data(
     processes: list[JobProcess],
     steps: list[StepReport],
     checkpoints: list[CheckpointReport],
-) -> None:
-    """A batch's job processes, steps and checkpoint saves (its samples go through `server.store.rollups`)."""
+) -> frozenset[str]:
+    """A batch's job processes, steps and checkpoint saves (its samples go through `server.store.rollups`);
+    the names of the jobs whose reports were left out as another node's (`foreign_jobs`)."""
     names = {p.job for p in processes} | {s.job for s in steps} | {c.job for c in checkpoints}
-    ids = job_ids(session, names, processes)
+    foreign = foreign_jobs(session, node_id, names)
+    if foreign:
+        processes = [p for p in processes if p.job not in foreign]
+        steps = [s for s in steps if s.job not in foreign]
+        checkpoints = [c for c in checkpoints if c.job not in foreign]
+    ids = job_ids(session, names - foreign, processes)
     _store_ranks(session, node_id, ids, processes)
     _store_rollups(session, ids, steps)
     _store_checkpoints(session, ids, checkpoints)
+    return foreign
 
 
 def _store_checkpoints(session: Session, ids: dict[str, int], checkpoints: list[CheckpointReport]) -> None:

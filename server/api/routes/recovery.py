@@ -1,21 +1,24 @@
-"""The recovery switchboard: the cluster-wide pause and the nodes kept out of restarts. Changing
-either takes an admin token, and every change is written to the admin audit log."""
+"""The recovery switchboard: the cluster-wide pause, the nodes kept out of restarts, and what a job's
+restart acts on (its scheduler, id and policy). Changing any takes an admin token, and every change is
+written to the admin audit log."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from gpuwatch.protocol import Api
+from gpuwatch.recovery.settings import policy_config
 from server.api.body import read_model
 from server.api.deps import AdminDep, ServicesDep, SessionDep
 from server.incidents.recover import exclude_by_hand, excluded_nodes, is_paused, release_by_hand, set_paused
 from server.store.audit import audit
 from server.store.db import transaction
-from server.store.models import Exclusion
+from server.store.models import Exclusion, Job
 
 router = APIRouter(prefix=Api.PREFIX, tags=["recovery"])
 
@@ -96,3 +99,45 @@ async def release(node: str, admin: AdminDep, svc: ServicesDep) -> None:
     """Let an excluded node back (resumed or uncordoned) before its TTL. Admin only; 404 if not excluded."""
     if not await run_in_threadpool(release_by_hand, svc.incidents, node, admin.who):
         raise HTTPException(404, f"node {node!r} is not excluded")
+
+
+class JobSettingsIn(BaseModel):
+    scheduler: Literal["local", "slurm", "kubernetes"] | None = Field(default=None, description="who restarts it")
+    external_id: str | None = Field(default=None, max_length=255, description="the scheduler's id of the job")
+    policy: dict[str, Any] | None = Field(default=None, description="its recovery policy overrides")
+
+
+class JobSettingsOut(BaseModel):
+    id: int
+    name: str
+    scheduler: str | None
+    external_id: str | None
+    policy: dict[str, Any] | None
+
+
+@router.patch("/jobs/{job_id}", response_model=JobSettingsOut)
+async def change_job(job_id: int, request: Request, admin: AdminDep, svc: ServicesDep) -> JobSettingsOut:
+    """Change what a job's first run set and no later run may change: its scheduler, the scheduler's id
+    and its recovery policy (which decide what a restart does, and to what). Admin only; audited."""
+    body = await read_model(request, JobSettingsIn, svc.settings.server.max_body_bytes)
+    if body.policy is not None:
+        try:
+            policy_config(svc.settings.recovery, body.policy)
+        except (TypeError, ValueError) as exc:
+            raise HTTPException(422, f"policy: {exc}") from None
+    changes = body.model_dump(exclude_unset=True)
+
+    def work() -> JobSettingsOut:
+        with transaction(svc.sessions) as session:
+            job = session.get(Job, job_id)
+            if job is None:
+                raise HTTPException(404, f"no job {job_id}")
+            before = {k: getattr(job, k) for k in changes}
+            for key, value in changes.items():
+                setattr(job, key, value)
+            audit(session, admin.who, "job.change", job.name, before=before, after=changes)
+            return JobSettingsOut(
+                id=job.id, name=job.name, scheduler=job.scheduler, external_id=job.external_id, policy=job.policy
+            )
+
+    return await run_in_threadpool(work)

@@ -18,10 +18,12 @@ from gpuwatch.recovery import Decision
 from gpuwatch.recovery.settings import policy_config
 from server.api.body import read_model
 from server.api.deps import NodeDep, ServicesDep, SessionDep, own_node
+from server.executors.base import JobTarget
+from server.executors.registry import executor
 from server.incidents.pipeline import StreamExit, mark_exit, open_incident
 from server.incidents.recover import resolve_job, restarted
-from server.store.db import transaction
-from server.store.jobs import job_ids
+from server.store.db import lock, transaction
+from server.store.jobs import job_ids, job_members
 from server.store.models import Action, Checkpoint, Diagnosis, Incident, Job, Node, Run, utcnow
 from server.store.upsert import insert_for
 
@@ -88,7 +90,12 @@ class RunEnded(BaseModel):
 @router.post("/runs", response_model=RunStarted, status_code=201)
 async def start_run(request: Request, response: Response, node: NodeDep, svc: ServicesDep) -> RunStarted:
     """Register a run. With a ``key`` seen before, the same run is returned (200), so a supervisor
-    replaying its outbox after an outage creates nothing twice."""
+    replaying its outbox after an outage creates nothing twice.
+
+    A job belongs to the nodes that started its runs (docs/security.md): its first run's node creates it
+    with the run's ``scheduler``, ``external_id`` and ``policy``, which no later start changes (409; an
+    admin changes them: ``PATCH /api/v1/jobs/{id}``); another node joins it only when the job's scheduler
+    says the job runs there (403 otherwise)."""
     body = await read_model(request, RunStart, svc.settings.server.max_body_bytes)
     own_node(node, body.node, "start a run")
     if body.policy is not None:
@@ -97,16 +104,53 @@ async def start_run(request: Request, response: Response, node: NodeDep, svc: Se
         except (TypeError, ValueError) as exc:
             raise HTTPException(422, f"policy: {exc}") from None
 
+    def joining() -> JobTarget | None:
+        """The job's scheduler target when this node would join another node's job, else None."""
+        with svc.sessions() as session:
+            job = session.scalar(select(Job).where(Job.name == body.job))
+            if job is None or (body.key is not None and session.scalar(select(Run.id).where(Run.key == body.key))):
+                return None
+            members = job_members(session, [job.id]).get(job.id, set())
+            if not members or node.id in members:
+                return None
+            if job.scheduler in ("slurm", "kubernetes") and job.external_id:
+                return JobTarget(job.scheduler, job.external_id)
+            raise HTTPException(
+                403, f"job {body.job!r} belongs to the nodes that started its runs; node {node.name} is not one of them"
+            )
+
+    if (target := await run_in_threadpool(joining)) is not None:
+        nodes = await run_in_threadpool(lambda: executor(svc.settings, target.executor).job_nodes(target))
+        if not nodes or node.name not in nodes:
+            raise HTTPException(
+                403,
+                f"job {body.job!r} belongs to other nodes, and its scheduler ({target.executor} {target.ref}) "
+                f"does not run it on node {node.name}",
+            )
+
     def work() -> tuple[RunStarted, bool]:
         with transaction(svc.sessions) as session:
             if body.key is not None and (run := session.scalar(select(Run).where(Run.key == body.key))):
+                if run.node_id != node.id:
+                    raise HTTPException(409, f"run key {body.key!r} is another node's run's")
                 return RunStarted(id=run.id, job_id=run.job_id, attempt=run.attempt), False
             job_id = job_ids(session, {body.job}, [])[body.job]
             job = session.get(Job, job_id)
             assert job is not None
-            job.scheduler, job.external_id = body.scheduler, body.external_id
-            if body.policy is not None:
-                job.policy = body.policy
+            lock(session, f"job:{job_id}")  # one first run, across replicas
+            if not job_members(session, [job_id]):  # its first run: this node creates the job
+                job.scheduler, job.external_id = body.scheduler, body.external_id
+                if body.policy is not None:
+                    job.policy = body.policy
+            elif changed := _changes(job, body):
+                raise HTTPException(
+                    409,
+                    f"job {body.job!r} was started with other {', '.join(changed)}; a run cannot change them "
+                    f"(an admin can: PATCH /api/v1/jobs/{job_id}), or use another job name",
+                )
+            failed = session.scalar(select(Run).where(Run.key == body.restart_of)) if body.restart_of else None
+            if failed is not None and failed.job_id != job_id:
+                raise HTTPException(409, f"restart_of {body.restart_of!r} is a run of another job")
             attempt = (session.scalar(select(func.max(Run.attempt)).where(Run.job_id == job_id)) or 0) + 1
             run = Run(
                 job_id=job_id,
@@ -120,7 +164,6 @@ async def start_run(request: Request, response: Response, node: NodeDep, svc: Se
             session.add(run)
             session.flush()
             svc.first_steps.expect(body.job, run.id)
-            failed = session.scalar(select(Run).where(Run.key == body.restart_of)) if body.restart_of else None
             if failed is not None:  # the pending restart of the failed run is now done
                 restarted(svc.incidents, session, failed, run)
                 for action in session.scalars(
@@ -134,6 +177,18 @@ async def start_run(request: Request, response: Response, node: NodeDep, svc: Se
     started, created = await run_in_threadpool(work)
     response.status_code = 201 if created else 200
     return started
+
+
+def _changes(job: Job, body: RunStart) -> list[str]:
+    """What of the job a later start asks to change (set once, by its first run)."""
+    changed = []
+    if body.scheduler != (job.scheduler or "local"):
+        changed.append(f"scheduler ({job.scheduler})")
+    if (body.external_id or None) != (job.external_id or None):
+        changed.append(f"external_id ({job.external_id})")
+    if body.policy is not None and body.policy != (job.policy or {}):
+        changed.append("policy")
+    return changed
 
 
 @router.post("/runs/{run_id}/exit", response_model=RunEnded, status_code=202)
