@@ -3,14 +3,22 @@ Prometheus on the node scrapes the agent's own metrics at `GET /metrics`.
 
 Stdlib `http.server` on 127.0.0.1 is enough: one small request per training process every half
 second, and it keeps the agent free of a second web framework.
+
+Any local user can connect to the port, and a report can set its job's hang timeout and steps, which
+decide whether the job is killed as hung. So a report is taken only from the user who runs the job: the
+connection's peer is looked up in /proc/net/tcp (its uid: a TCP socket's peer credentials), the
+reported process must be that user's, and a job name belongs on this node to the first user who
+reported it (root may report for any). A report from anyone else gets 403 (docs/security.md).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import ValidationError
@@ -20,6 +28,55 @@ from gpuwatch.protocol import ClientReport
 log = logging.getLogger("gpuwatch.agent.local_api")
 
 MAX_REPORT_BYTES = 8 * 1024 * 1024
+PROC = Path("/proc")
+
+
+def peer_uid(peer_port: int, server_port: int, proc: Path = PROC) -> int | None:
+    """The uid owning the client end (port ``peer_port``) of a loopback TCP connection to ``server_port``,
+    from /proc/net/tcp and tcp6; None when it is not found (not Linux, or the connection is gone)."""
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = (proc / "net" / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 8:
+                continue
+            local, remote = fields[1].rpartition(":")[2], fields[2].rpartition(":")[2]
+            if int(local, 16) == peer_port and int(remote, 16) == server_port:
+                return int(fields[7])
+    return None
+
+
+def process_uid(pid: int, proc: Path = PROC) -> int | None:
+    try:
+        return (proc / str(pid)).stat().st_uid
+    except OSError:
+        return None
+
+
+class JobOwners:
+    """Which user's processes may report for each job name on this node: the first to report it."""
+
+    def __init__(self) -> None:
+        self._owners: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def refuse(self, report: ClientReport, uid: int | None) -> str | None:
+        """Why ``report``, sent by ``uid``, is not taken (None: it is)."""
+        if uid is None:
+            return "the reporting process could not be identified"
+        if uid == 0:
+            return None
+        owner = process_uid(report.process.pid)
+        if owner is not None and owner != uid:
+            return f"process {report.process.pid} is not the reporting user's"
+        with self._lock:
+            first = self._owners.setdefault(report.process.job, uid)
+        if first != uid:
+            return f"job {report.process.job!r} on this node is another user's"
+        return None
 
 
 class LocalApi:
@@ -33,7 +90,11 @@ class LocalApi:
         port: int = 8601,
         metrics: Callable[[], bytes] | None = None,
     ) -> None:
-        attrs = {"on_report": staticmethod(on_report), "metrics": staticmethod(metrics) if metrics else None}
+        attrs = {
+            "on_report": staticmethod(on_report),
+            "metrics": staticmethod(metrics) if metrics else None,
+            "owners": JobOwners(),
+        }
         handler = type("_Handler", (_Handler,), attrs)
         self._server = ThreadingHTTPServer((host, port), handler)
         self._server.daemon_threads = True
@@ -52,6 +113,7 @@ class LocalApi:
 class _Handler(BaseHTTPRequestHandler):
     on_report: Callable[[ClientReport], None]
     metrics: Callable[[], bytes] | None
+    owners: JobOwners
 
     def do_GET(self) -> None:
         if self.path == "/v1/health":
@@ -73,6 +135,11 @@ class _Handler(BaseHTTPRequestHandler):
             report = ClientReport.model_validate_json(self.rfile.read(length))
         except ValidationError as exc:
             self._reply(422, exc.json(include_url=False).encode())
+            return
+        uid = peer_uid(self.client_address[1], self.server.server_address[1])
+        if (why := self.owners.refuse(report, uid)) is not None:
+            log.warning("refused a report for job %s from uid %s: %s", report.process.job, uid, why)
+            self._reply(403, json.dumps({"detail": why}).encode())
             return
         self.on_report(report)
         self._reply(204, b"")
