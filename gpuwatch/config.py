@@ -94,6 +94,12 @@ class ServerSettings(_Group):
     ssl_certfile: Path | None = Field(default=None, description="serve HTTPS with this certificate (PEM)")
     ssl_keyfile: Path | None = Field(default=None, description="… and this private key (PEM)")
     incident_settle_s: float = Field(default=0.5, ge=0, description="wait for in-flight logs before diagnosing")
+    incident_resume_after_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="an incident whose next step is this overdue lost its server (killed, or another replica): "
+        "the watchdog takes the step",
+    )
     incident_dedupe_s: float = Field(default=600.0, ge=0, description="one Xid incident per node in this window")
     gpu_hour_price: float = Field(default=3.0, ge=0, description="price of one GPU-hour, for the cost of lost work")
     currency: str = Field(default="USD", max_length=8, description="currency of gpu_hour_price")

@@ -27,6 +27,7 @@ from server.detect.watchdog import Watchdog
 from server.incidents.context import IncidentContext
 from server.incidents.info import IncidentCollector
 from server.incidents.metrics import IncidentMetrics
+from server.incidents.pipeline import resume_due
 from server.incidents.recover import expire_exclusions
 from server.ingest.apply import Folder
 from server.ingest.decode import mirror
@@ -82,6 +83,7 @@ class Services:
                 ("job expiry", self.jobs.forget_quiet),
                 ("hang", lambda: record(self.incidents, self.detect_metrics, self.hangs.check())),
                 ("silent node", self.silence.check),
+                ("incident resume", lambda: resume_due(self.incidents)),
                 ("exclusion expiry", lambda: expire_exclusions(self.incidents)),
                 ("rollup flush", lambda: self.writer.flush_rollups(due_only=True)),
             ],

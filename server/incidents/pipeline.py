@@ -14,8 +14,8 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from dataclasses import astuple, dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
@@ -92,9 +92,18 @@ def open_incident(
             assert run is not None
             job_id = run.job_id
         node = session.get(Node, node_id)
-        taken = snapshot.take(ctx, node.name if node else None, time.time())
+        now = time.time()
+        taken = snapshot.take(ctx, node.name if node else None, now)
+        settle = 0.0 if result is not None else ctx.settings.server.incident_settle_s
         incident = Incident(
-            job_id=job_id, run_id=run_id, node_id=node_id, trigger=trigger, state="open", snapshot=taken
+            job_id=job_id,
+            run_id=run_id,
+            node_id=node_id,
+            trigger=trigger,
+            state="open",
+            snapshot=taken,
+            due_at=datetime.fromtimestamp(now + settle, UTC),
+            inputs={"streams": [astuple(s) for s in streams], "checkpoint": checkpoint},
         )
         session.add(incident)
         session.flush()
@@ -104,28 +113,72 @@ def open_incident(
         ctx.notifier, ctx.sessions, "opened", incident_id, None, summary=f"incident opened: {trigger.replace('_', ' ')}"
     )
     if result is not None:
-        _store(ctx, incident_id, result)
-        _recover(ctx, incident_id, run_id, result, checkpoint, local)
+        if _store(ctx, incident_id, result):
+            _recover(ctx, incident_id, run_id, result, checkpoint, local)
         return incident_id
-    timer = threading.Timer(
-        ctx.settings.server.incident_settle_s, _diagnose_safely, args=(ctx, incident_id, list(streams), checkpoint)
-    )
+    timer = threading.Timer(settle, advance, args=(ctx, incident_id))
     timer.daemon = True
     timer.start()
     return incident_id
 
 
-def _diagnose_safely(
-    ctx: IncidentContext, incident_id: int, streams: list[StreamExit], checkpoint: dict[str, Any] | None
-) -> None:
+def advance(ctx: IncidentContext, incident_id: int) -> None:
+    """Take the incident its next step: diagnose an open one, decide about a diagnosed one. Each step
+    is one transaction that checks the incident is still where it was, so a step taken twice (the
+    timer and a resuming sweep, two replicas) is taken once. Errors are logged, never raised: the
+    incident stays due, and the sweep tries it again."""
     try:
-        result = diagnose_incident(ctx, incident_id, streams)
         with ctx.sessions() as session:
             incident = session.get(Incident, incident_id)
-            run_id = incident.run_id if incident is not None else None
+            if incident is None or incident.due_at is None:
+                return
+            state, run_id, inputs = incident.state, incident.run_id, incident.inputs or {}
+        checkpoint = inputs.get("checkpoint")
+        if state == "open":
+            streams = [StreamExit(*s) for s in inputs.get("streams") or []]
+            result = diagnose_incident(ctx, incident_id, streams)
+            if result is None:
+                return  # someone else diagnosed it meanwhile, and decides
+        elif state == "diagnosed":
+            result = _stored(ctx, incident_id)
+        else:
+            return
         _recover(ctx, incident_id, run_id, result, checkpoint, None)
-    except Exception:  # a failed diagnosis leaves the incident open, and says why in the log
-        log.exception("diagnosis of incident %d failed", incident_id)
+    except Exception:  # the incident stays due: the sweep tries again
+        log.exception("incident %d: its next step failed", incident_id)
+
+
+def resume_due(ctx: IncidentContext, now: float | None = None) -> list[int]:
+    """The incidents whose next step is overdue by `incident_resume_after_s` (their timer died with a
+    server, or another replica's did), taken their next step; run by the watchdog, so a restarted server
+    finishes what a killed one started."""
+    now = time.time() if now is None else now
+    overdue = datetime.fromtimestamp(now - ctx.settings.server.incident_resume_after_s, UTC)
+    with ctx.sessions() as session:
+        due = list(session.scalars(select(Incident.id).where(Incident.due_at <= overdue).order_by(Incident.id)))
+    for incident_id in due:
+        log.warning("incident %d: resuming its overdue next step", incident_id)
+        advance(ctx, incident_id)
+    return due
+
+
+def _stored(ctx: IncidentContext, incident_id: int) -> Result:
+    """The incident's stored diagnosis."""
+    with ctx.sessions() as session:
+        row = session.scalar(
+            select(Diagnosis).where(Diagnosis.incident_id == incident_id).order_by(Diagnosis.id.desc()).limit(1)
+        )
+        assert row is not None
+        return Result.from_json(
+            {
+                "reason": row.reason,
+                "confidence": row.confidence,
+                "source": row.source,
+                "node": row.node_name,
+                "rank": row.rank,
+                "explanation": row.explanation,
+            }
+        )
 
 
 def _recover(
@@ -144,8 +197,9 @@ def _recover(
         recover.decide_for_run(ctx, incident_id, result, checkpoint)
 
 
-def diagnose_incident(ctx: IncidentContext, incident_id: int, streams: Sequence[StreamExit]) -> Result:
-    """Gather the incident's evidence from the database, diagnose it, store and count the result."""
+def diagnose_incident(ctx: IncidentContext, incident_id: int, streams: Sequence[StreamExit]) -> Result | None:
+    """Gather the incident's evidence from the database, diagnose it, store and count the result; None
+    when it was diagnosed meanwhile (by another thread or replica)."""
     with ctx.sessions() as session:
         incident = session.get(Incident, incident_id)
         assert incident is not None and incident.node_id is not None
@@ -186,8 +240,7 @@ def diagnose_incident(ctx: IncidentContext, incident_id: int, streams: Sequence[
     result = diagnose(sources, llm=_llm(ctx.settings.llm))
     if result.node is None:
         result = replace(result, node=node_name)
-    _store(ctx, incident_id, result, times)
-    return result
+    return result if _store(ctx, incident_id, result, times) else None
 
 
 def _stream_lines(session: Session, node_id: int, stream: str, since: datetime) -> list[tuple[str, datetime]]:
@@ -223,14 +276,19 @@ def _llm(settings: LlmSettings) -> LlmAnalyser | None:
     return LlmAnalyser.from_settings(settings)
 
 
-def _store(ctx: IncidentContext, incident_id: int, result: Result, times: dict[str, list[float]] | None = None) -> None:
-    """Store the diagnosis; each evidence line gets its time (``ts``) when ``times`` knows its source."""
+def _store(ctx: IncidentContext, incident_id: int, result: Result, times: dict[str, list[float]] | None = None) -> bool:
+    """Store the diagnosis of an open incident; each evidence line gets its time (``ts``) when ``times``
+    knows its source. False (and nothing stored) when it is no longer open."""
     evidence = []
     for e in result.evidence:
         known = (times or {}).get(e.file) or []
         ts = known[e.line - 1] if 0 < e.line <= len(known) else None
         evidence.append({"file": e.file, "line": e.line, "text": e.text, "ts": ts})
     with transaction(ctx.sessions) as session:
+        lock(session, f"incident:{incident_id}")
+        incident_row = session.get(Incident, incident_id)
+        if incident_row is None or incident_row.state != "open":
+            return False
         session.add(
             Diagnosis(
                 incident_id=incident_id,
@@ -245,14 +303,14 @@ def _store(ctx: IncidentContext, incident_id: int, result: Result, times: dict[s
                 explanation=result.explanation,
             )
         )
-        incident_row = session.get(Incident, incident_id)
-        assert incident_row is not None
         incident_row.state = "diagnosed"
+        incident_row.due_at = utcnow()  # the decision is due now
         run_failure = incident_row.run_id is not None
     if run_failure:  # failures of jobs; node-level incidents are counted by gpuwatch_incidents_total
         ctx.metrics.failures.labels(result.reason, result.category).inc()
     notices.send(ctx.notifier, ctx.sessions, "diagnosed", incident_id, result)
     log.warning("incident %d: %s on %s (%s)", incident_id, result.reason, result.node, result.source)
+    return True
 
 
 def mark_exit(run: Run, exit_code: int | None, signal: int | None) -> bool:

@@ -36,7 +36,7 @@ from server.incidents import snapshot
 from server.incidents.context import IncidentContext
 from server.notify import notices
 from server.store.audit import audit
-from server.store.db import transaction
+from server.store.db import lock, transaction
 from server.store.models import Action, Diagnosis, Exclusion, Flag, Incident, Job, Run, utcnow
 
 log = logging.getLogger("gpuwatch.server.recovery")
@@ -87,10 +87,14 @@ class _Todo:
 
 def decide_for_run(
     ctx: IncidentContext, incident_id: int, result: Result, checkpoint: dict[str, Any] | None
-) -> Decision:
-    """The server's decision about a failed run (diagnosed as ``result``); stored, counted, carried out."""
+) -> Decision | None:
+    """The server's decision about a failed run (diagnosed as ``result``); stored, counted, carried out.
+    None when it was decided already (by another thread or replica: the decision is taken once)."""
     with transaction(ctx.sessions) as session:
+        lock(session, f"incident:{incident_id}")
         incident, job, run = _context(session, incident_id)
+        if not _due(incident):
+            return None
         config = policy_config(ctx.settings.recovery, job.policy, paused=is_paused(session))
         decision = decide(
             result.reason,
@@ -112,11 +116,22 @@ def record_local(
 ) -> None:
     """A decision the supervisor took by itself while the server was away, recorded as it happened."""
     with transaction(ctx.sessions) as session:
+        lock(session, f"incident:{incident_id}")
         incident, job, run = _context(session, incident_id)
+        if not _due(incident):
+            return
         todo = _record(session, ctx, incident, job, run, decision, checkpoint, actor="supervisor", restarted=restarted)
         result = Result.from_json({"reason": decision.reason, "node": decision.node, "source": "rules"})
     _carry_out(ctx, todo)
     notices.send(ctx.notifier, ctx.sessions, "decided", incident_id, result, decision)
+
+
+def _due(incident: Incident) -> bool:
+    """Whether the incident awaits its decision; taking it (in the caller's transaction) makes it not."""
+    if incident.state != "diagnosed" or incident.due_at is None:
+        return False
+    incident.due_at = None
+    return True
 
 
 def _context(session: Session, incident_id: int) -> tuple[Incident, Job, Run]:
@@ -131,11 +146,14 @@ def _context(session: Session, incident_id: int) -> tuple[Incident, Job, Run]:
 def exclude_for_incident(ctx: IncidentContext, incident_id: int, result: Result) -> None:
     """A node-level incident (fatal Xid, silent node) whose reason blames the node: exclude it (drained
     by the cluster's `executor`, else by the scheduler of the job running there, if any)."""
-    if result.action != "restart_exclude_node" or not result.node:
-        return
     with transaction(ctx.sessions) as session:
+        lock(session, f"incident:{incident_id}")
         incident = session.get(Incident, incident_id)
-        job = session.get(Job, incident.job_id) if incident is not None and incident.job_id is not None else None
+        if incident is None or not _due(incident):
+            return
+        if result.action != "restart_exclude_node" or not result.node:
+            return
+        job = session.get(Job, incident.job_id) if incident.job_id is not None else None
         todo = _Todo()
         _exclude(session, ctx, todo, [result.node], result.reason, incident_id, job)
     _carry_out(ctx, todo)

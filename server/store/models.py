@@ -238,6 +238,12 @@ class Incident(Base):
         JSON, doc="the node's recent GPU samples and the job's ranks' last steps when the incident opened"
     )
     cost: Mapped[dict[str, Any] | None] = mapped_column(JSON, doc="work lost: steps, wall time, GPUs, GPU-hours")
+    due_at: Mapped[datetime | None] = mapped_column(
+        UTCDateTime, index=True, doc="when its next step (diagnosis, decision) is due; None: none is"
+    )
+    inputs: Mapped[dict[str, Any] | None] = mapped_column(
+        JSON, doc="what its next steps need that is not elsewhere: the run's log streams and rank exits, its checkpoint"
+    )
 
 
 class Diagnosis(Base):
