@@ -7,12 +7,14 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import start_http_server
 
 from agent.api_client import ServerClient
 from agent.attribution import JobDirectory
+from agent.batching import Pending, make_batch, spool_pending
 from agent.collectors.base import Collector, GpuCollector, GpuEvent, Reading, Resumable
 from agent.collectors.registry import REGISTRY, Registry
 from agent.local_api import LocalApi
@@ -24,19 +26,14 @@ from gpuwatch import __version__
 from gpuwatch.config import Settings
 from gpuwatch.diagnosis.xid import xid_reason
 from gpuwatch.protocol import (
-    MAX_BATCH_ITEMS,
     Batch,
     CheckpointReport,
     ClientReport,
     Event,
-    GpuSample,
-    GpuSeries,
-    IbPortSample,
     JobProcess,
     LogLine,
     RegisterRequest,
     StepReport,
-    to_series,
 )
 
 log = logging.getLogger("gpuwatch.agent")
@@ -72,12 +69,11 @@ class Agent:
             self._registration,
             heartbeat_s=settings.agent.heartbeat_s,
             backoff=Backoff(cap=settings.agent.backoff_max_s),
+            batch_max_bytes=settings.agent.batch_max_bytes,
         )
-        self._samples: list[GpuSample] = []
-        self._events: list[Event] = []
-        self._logs: list[LogLine] = []
+        #: What was read and not yet spooled; it leaves memory only once on disk.
+        self.pending = Pending(settings.agent.pending_max_bytes)
         self.jobs = JobDirectory(socket.gethostname())
-        self._ib: list[IbPortSample] = []
         # Filled by the local API's threads, drained by the main loop.
         self._client_lock = threading.Lock()
         self._steps: list[StepReport] = []
@@ -140,42 +136,37 @@ class Agent:
                     log.exception("collector %s failed to close", name)
 
     def flush(self) -> None:
-        """Turn everything pending into spooled batches, then remember the positions they cover."""
+        """Turn everything pending into spooled batches; then, only if all of it is on disk, remember the
+        positions and sequence numbers it covers (else a restarted agent reads those lines again)."""
         with self._client_lock:
             steps, self._steps = self._steps, []
             checkpoints, self._checkpoints = self._checkpoints, []
             client_dropped = sum(self._client_dropped.values())
-        processes = self.jobs.take_new()
+        self._queue("steps", steps)
+        self._queue("checkpoints", checkpoints)
+        self._queue("processes", self.jobs.take_new())
         dropped = self.spool.dropped_snapshot()
         if client_dropped:
             dropped["client_steps"] = client_dropped
-        ib, self._ib = self._ib, []
-        while self._samples or self._logs or self._events or steps or processes or ib or checkpoints:
-            take = MAX_BATCH_ITEMS // 4  # keeps a batch well under the server's body limit
-            samples, self._samples = self._samples[:take], self._samples[take:]
-            logs, self._logs = self._logs[:take], self._logs[take:]
-            events, self._events = self._events[:take], self._events[take:]
-            batch_steps, steps = steps[:take], steps[take:]
-            batch_checkpoints, checkpoints = checkpoints[:take], checkpoints[take:]
-            batch_procs, processes = processes[:take], processes[take:]
-            batch_ib, ib = ib[:take], ib[take:]
-            batch = Batch(
-                batch_id=self.spool.next_batch_id(),
-                series=to_series(samples, GpuSeries),
-                logs=logs,
-                events=events,
-                processes=batch_procs,
-                steps=batch_steps,
-                checkpoints=batch_checkpoints,
-                ib=batch_ib,
-                dropped=dropped,
-            )
-            self.spool.put_batch(batch)
-        for c in self.collectors.values():
-            if isinstance(c, Resumable):
-                c.save(self.state)
-        self.state.save()
+
+        def build(items: dict[str, list[Any]]) -> Batch:
+            return make_batch(self.spool.next_batch_id(), items, dropped=dropped)
+
+        if spool_pending(self.pending, self.spool, self.shipper.batch_max_bytes, build):
+            for c in self.collectors.values():
+                if isinstance(c, Resumable):
+                    c.save(self.state)
+            try:
+                self.state.save()
+            except OSError as exc:  # the same full disk, as a rule: the old positions stand, lines are re-read
+                log.warning("could not save the agent's state (%s); it is saved at the next flush", exc)
         self.shipper.wakeup.set()
+
+    def _queue(self, kind: str, items: list[Any]) -> None:
+        """Hold ``items`` until spooled; what the memory bound pushes out is counted as dropped."""
+        if items and (dropped := self.pending.add(kind, items)):
+            log.error("spool unwritable and %d bytes waiting in memory: dropped %s", self.pending.max_bytes, dropped)
+            self.spool.count_dropped(dropped, "spool_error")
 
     def _on_client_report(self, report: ClientReport) -> None:
         """A training process's steps and identity (called on the local API's threads)."""
@@ -207,13 +198,16 @@ class Agent:
         if collector is self.gpu:
             self.jobs.prune({p.pid for s in reading.samples for p in s.processes or ()})
         if reading.samples:
-            self._samples.extend(self.jobs.attribute(reading.samples, self.settings.agent.interval_s))
-        self._ib.extend(reading.ib)
-        self._events.extend(self._sequence(e, collector.stream) for e in reading.events)
-        for line in reading.lines:
-            self._logs.append(
+            self._queue("samples", self.jobs.attribute(reading.samples, self.settings.agent.interval_s))
+        self._queue("ib", reading.ib)
+        self._queue("events", [self._sequence(e, collector.stream) for e in reading.events])
+        self._queue(
+            "logs",
+            [
                 LogLine(stream=line.stream, seq=self.state.next_seq(line.stream), ts=line.ts, text=line.text)
-            )
+                for line in reading.lines
+            ],
+        )
         if reading.urgent or any(e.kind == "xid" and xid_reason(int(e.data.get("xid") or 0)) for e in reading.events):
             self._urgent = True
 

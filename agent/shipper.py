@@ -17,8 +17,10 @@ from gpuwatch.protocol import PROTOCOL_VERSION, Heartbeat, RegisterRequest, Regi
 
 log = logging.getLogger("gpuwatch.agent.shipper")
 
-# Statuses after which resending the same bytes can never succeed.
+# Statuses after which resending the same bytes can never succeed (413: a smaller batch may).
 _PERMANENT = {400, 413, 415, 422}
+#: Room left under the server's body limit for what a batch's estimate does not see.
+_LIMIT_MARGIN = 1024
 
 
 class Backoff:
@@ -47,6 +49,7 @@ class Shipper:
         registration: Callable[[], RegisterRequest] | None,
         heartbeat_s: float | None = 10.0,
         backoff: Backoff | None = None,
+        batch_max_bytes: int = 4 * 1024 * 1024,
     ) -> None:
         self.client = client
         self.spool = spool
@@ -57,6 +60,9 @@ class Shipper:
         self.sent_batches = 0
         self.wakeup = threading.Event()
         self._last_beat = 0.0
+        #: Largest batch JSON to spool: the setting, lowered to what the server says it takes (at registration)
+        #: or shows it refuses (413).
+        self.batch_max_bytes = batch_max_bytes
 
     def run(self, stop: threading.Event, drain_s: float = 5.0) -> None:
         """Ship until ``stop`` is set, then try for up to ``drain_s`` to empty the spool."""
@@ -109,11 +115,18 @@ class Shipper:
                 f"the server reads batches up to protocol {answer.protocol}, this agent sends {PROTOCOL_VERSION}: "
                 "upgrade the server (batches stay spooled meanwhile)"
             )
+        if answer.max_body_bytes is not None:  # a server older than this field: the setting stands
+            self.batch_max_bytes = min(self.batch_max_bytes, max(1024, answer.max_body_bytes - _LIMIT_MARGIN))
         self.registered = True
         log.info("registered with the server as %s", answer.node)
 
     def _send(self, item: SpoolItem) -> None:
         resp = self.client.send_batch(item.read())
+        if resp.status_code == 413:  # too large: halves are sent instead, and later batches are smaller
+            size = self.spool.split(item)
+            if size is not None:
+                self.batch_max_bytes = min(self.batch_max_bytes, max(1024, size // 2))
+                return
         if resp.status_code in _PERMANENT:
             self.spool.reject(item, f"HTTP {resp.status_code}: {resp.text[:500]}")
             return

@@ -9,6 +9,7 @@ server with every batch) — never silently.
 from __future__ import annotations
 
 import bisect
+import errno
 import gzip
 import json
 import logging
@@ -16,9 +17,11 @@ import os
 import re
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.batching import encode, halve
 from gpuwatch.protocol import Batch, sample_count
 
 log = logging.getLogger("gpuwatch.agent.spool")
@@ -26,6 +29,17 @@ log = logging.getLogger("gpuwatch.agent.spool")
 # batch id, then the item count of each kind; older spools have no steps count (read as 0).
 _NAME = re.compile(r"^(\d{20})\.(\d+)-(\d+)-(\d+)(?:-(\d+))?\.json\.gz$")
 KINDS = ("samples", "logs", "events", "steps")
+# The lists of a batch, as a 413's halves split them.
+_LISTS = ("samples", "series", "logs", "events", "processes", "steps", "checkpoints", "ib")
+
+
+def _counts(batch: Batch) -> dict[str, int]:
+    return {
+        "samples": sample_count(batch),
+        "logs": len(batch.logs),
+        "events": len(batch.events),
+        "steps": len(batch.steps),
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +74,8 @@ class Spool:
         self._dropped_path = directory / "dropped.json"
         self.dropped: dict[str, int] = json.loads(self._dropped_path.read_text()) if self._dropped_path.exists() else {}
         self._last_batch_id = 0
+        self.errors: dict[str, int] = {}  # spool writes that failed, by errno name
+        self._failing = False
 
     def next_batch_id(self) -> int:
         """Microseconds since the epoch: unique across restarts without any saved state, and increasing,
@@ -69,20 +85,31 @@ class Spool:
             return self._last_batch_id
 
     def put_batch(self, batch: Batch) -> None:
-        """Durably queue ``batch`` (gzipped, as the server's ingest endpoint takes it)."""
-        body = gzip.compress(batch.model_dump_json(exclude_none=True).encode(), compresslevel=5)
-        counts = {"samples": sample_count(batch), "logs": len(batch.logs), "events": len(batch.events)}
-        self.put(batch.batch_id, body, {**counts, "steps": len(batch.steps)})
+        """Durably queue ``batch`` whole (gzipped, as the server's ingest endpoint takes it); the agent
+        sizes its batches first (`agent.batching`)."""
+        self.put_encoded(batch, encode(batch)[0])
 
-    def put(self, batch_id: int, body: bytes, counts: dict[str, int]) -> None:
-        """Durably queue a gzipped batch body, dropping the oldest batches if over the bound."""
+    def put_encoded(self, batch: Batch, body: bytes) -> SpoolItem:
+        """Durably queue ``batch``, already encoded as ``body``."""
+        return self.put(batch.batch_id, body, _counts(batch))
+
+    def put(self, batch_id: int, body: bytes, counts: dict[str, int]) -> SpoolItem:
+        """Durably queue a gzipped batch body, dropping the oldest batches if over the bound. Raises
+        `OSError` (a full disk …) with nothing queued and nothing left behind."""
         name = f"{batch_id:020d}." + "-".join(str(counts.get(k, 0)) for k in KINDS) + ".json.gz"
         tmp = self.directory / (name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.directory / name)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(body)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.directory / name)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        if self._failing:
+            log.info("the spool writes again (%s)", self.directory)
+            self._failing = False
         with self._lock:
             # Sorted like a re-opened spool would be, even if ids arrive out of order (clock stepped back).
             item = SpoolItem(self.directory / name, batch_id, {k: counts.get(k, 0) for k in KINDS})
@@ -90,6 +117,48 @@ class Spool:
             self._bytes += len(body)
             while self._bytes > self.max_bytes and len(self._items) > 1:
                 self._drop_oldest()
+        return item
+
+    def split(self, item: SpoolItem) -> int | None:
+        """Replace ``item`` (refused as too large) by its two halves, queued after what is spooled; return
+        the size of its JSON, or None when it cannot be split (a single item, or not a batch at all).
+        Raises `OSError` when the halves cannot be written: the item then stays as it was."""
+        try:
+            raw = gzip.decompress(item.read())
+            batch = Batch.model_validate_json(raw)
+        except (OSError, EOFError, zlib.error, ValueError):
+            return None
+        lists = {k: list(getattr(batch, k)) for k in _LISTS if getattr(batch, k)}
+        if sum(map(len, lists.values())) <= 1:
+            return None
+        cleared: dict[str, list[object]] = {k: [] for k in lists}
+        written: list[SpoolItem] = []
+        try:
+            for part in halve(lists):
+                piece = batch.model_copy(update={**cleared, **part, "batch_id": self.next_batch_id()})
+                written.append(self.put_encoded(piece, encode(piece)[0]))
+        except BaseException:
+            for done in written:  # all or nothing: the item stays as it was
+                self.remove(done)
+            raise
+        self.remove(item)
+        log.warning("batch %d was over the server's limit (%d bytes of JSON): split in two", item.batch_id, len(raw))
+        return len(raw)
+
+    def note_error(self, exc: BaseException) -> None:
+        """A batch could not be spooled (its items wait in memory): counted by reason, logged once a streak."""
+        code = exc.errno if isinstance(exc, OSError) else None
+        reason = errno.errorcode.get(code, "OSError") if code else type(exc).__name__
+        with self._lock:
+            self.errors[reason] = self.errors.get(reason, 0) + 1
+        if not self._failing:
+            self._failing = True
+            log.error("cannot spool to %s (%s); the items wait in memory", self.directory, exc)
+
+    def count_dropped(self, counts: dict[str, int], reason: str) -> None:
+        """Items dropped before they reached the spool (``reason``: why), counted like the spool's own."""
+        with self._lock:
+            self._add_dropped(counts, reason + "_")
 
     def peek(self) -> SpoolItem | None:
         with self._lock:
@@ -132,9 +201,16 @@ class Spool:
             self._bytes -= item.path.stat().st_size if item.path.exists() else 0
 
     def _count_dropped(self, item: SpoolItem, prefix: str) -> None:
-        for kind, n in item.counts.items():
+        self._add_dropped(item.counts, prefix)
+
+    def _add_dropped(self, counts: dict[str, int], prefix: str) -> None:
+        for kind, n in counts.items():
             if n:
                 self.dropped[prefix + kind] = self.dropped.get(prefix + kind, 0) + n
         tmp = self._dropped_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.dropped))
-        os.replace(tmp, self._dropped_path)
+        try:  # best effort: on a full disk the counts live on in memory and in every batch
+            tmp.write_text(json.dumps(self.dropped))
+            os.replace(tmp, self._dropped_path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            log.warning("could not save the dropped counts (%s); they are kept in memory", exc)

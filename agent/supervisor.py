@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from agent.api_client import ServerClient
+from agent.batching import Pending, make_batch, spool_pending
 from agent.proctree import descendants, signal_all
 from agent.shipper import Backoff, Shipper
 from agent.spool import Spool
@@ -44,7 +45,7 @@ from gpuwatch.client.checkpoint import CHECKPOINT_LOG_ENV, RESUME_ENV
 from gpuwatch.config import Settings
 from gpuwatch.diagnosis.diagnose import diagnose
 from gpuwatch.diagnosis.model import LogSource
-from gpuwatch.protocol import MAX_BATCH_ITEMS, Batch, LogLine, log_text
+from gpuwatch.protocol import Batch, LogLine, log_text
 from gpuwatch.recovery import Attempt, Checkpoint, Decision, decide, exit_failed, latest_valid, validate
 from gpuwatch.recovery.settings import policy_config
 
@@ -140,7 +141,16 @@ class Supervisor:
         self.client = ServerClient(settings.agent.server_url, token)
         self.outbox = Outbox(home / "outbox.jsonl")
         self.spool = Spool(home / "spool", settings.agent.spool_max_bytes)
-        self.shipper = Shipper(self.client, self.spool, None, heartbeat_s=None, backoff=Backoff(cap=5.0))
+        self.shipper = Shipper(
+            self.client,
+            self.spool,
+            None,
+            heartbeat_s=None,
+            backoff=Backoff(cap=5.0),
+            batch_max_bytes=settings.agent.batch_max_bytes,
+        )
+        self._unspooled = Pending(settings.agent.pending_max_bytes)  # lines not yet on disk (spool thread's)
+        self._spooling = threading.Lock()
         self.checkpoint_log = home / "checkpoints.jsonl"
         self.history: list[Attempt] = []
         self.stop = threading.Event()  # set by SIGTERM/SIGINT: stop the job, restart nothing
@@ -401,10 +411,17 @@ class Supervisor:
         self._spool_pending()
 
     def _spool_pending(self) -> None:
+        """Spool the lines read so far in batches the server takes; on a spool error they wait in memory."""
         with self._lock:
             lines, self._pending = self._pending, []
-        for i in range(0, len(lines), MAX_BATCH_ITEMS // 4):
-            self.spool.put_batch(Batch(batch_id=self.spool.next_batch_id(), logs=lines[i : i + MAX_BATCH_ITEMS // 4]))
+        with self._spooling:
+            if lines and (dropped := self._unspooled.add("logs", lines)):
+                self.spool.count_dropped(dropped, "spool_error")
+
+            def build(items: dict[str, list[Any]]) -> Batch:
+                return make_batch(self.spool.next_batch_id(), items, dropped=self.spool.dropped_snapshot())
+
+            spool_pending(self._unspooled, self.spool, self.shipper.batch_max_bytes, build)
 
     def _flush_logs(self, timeout: float) -> bool:
         """Spool and send what is pending; True when the spool emptied within ``timeout``."""

@@ -125,6 +125,17 @@ class AgentSettings(_Group):
     heartbeat_s: float = Field(default=10.0, gt=0)
     spool_dir: Path | None = Field(default=None, description="default: <data_dir>/agent/<node>/spool")
     spool_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    batch_max_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=1024,
+        description="largest batch (JSON bytes) the agent sends; lowered to what the server says it takes",
+    )
+    pending_max_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1024,
+        description="lines and samples held in memory while the spool cannot be written; past it the oldest "
+        "are dropped and counted (reason spool_error)",
+    )
     backoff_max_s: float = Field(default=30.0, gt=0, description="longest wait between retries")
     log_files: list[Path] = Field(default_factory=list, description="job logs the agent tails")
     kernel_log: Path | None = Field(

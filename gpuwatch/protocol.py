@@ -20,6 +20,9 @@ PROTOCOL_VERSION = 2
 MAX_LOG_LINE_CHARS = 16_384
 #: Largest integer the database stores (BIGINT): counters and ids past it are refused at the door.
 INT64 = 2**63 - 1
+#: Largest clock offset a batch may ask the server to apply (either way): a node whose clock was never set
+#: (1970) is still corrected.
+MAX_CLOCK_OFFSET_S = 4e9
 #: Most items of one kind in one batch; the agent splits larger backlogs over several batches.
 MAX_BATCH_ITEMS = 20_000
 
@@ -315,6 +318,13 @@ class Batch(_Model):
     dropped: dict[str, int] = Field(
         default_factory=dict, description="items the agent had to drop since it first started, by kind"
     )
+    clock_offset_s: float | None = Field(
+        default=None,
+        ge=-MAX_CLOCK_OFFSET_S,
+        le=MAX_CLOCK_OFFSET_S,
+        description="server clock minus the agent's, as the agent measured it: the server adds it to every "
+        "time in the batch (absent: the times are taken as they are)",
+    )
 
 
 def sample_count(batch: Any) -> int:
@@ -343,6 +353,9 @@ class RegisterResponse(_Model):
     node: str
     server_time: float
     protocol: int = Field(default=1, description="newest batch version the server reads (absent: 1)")
+    max_body_bytes: int | None = Field(
+        default=None, description="largest request body the server takes, after gunzip too (absent: unknown)"
+    )
 
 
 class Heartbeat(_Model):

@@ -40,7 +40,12 @@ async def register_node(request: Request, node: NodeDep, svc: ServicesDep) -> Re
     await run_in_threadpool(work)
     svc.telemetry.set_inventory(node.name, req.gpus)
     svc.telemetry.touch(node.name)
-    return RegisterResponse(node=node.name, server_time=time.time(), protocol=PROTOCOL_VERSION)
+    return RegisterResponse(
+        node=node.name,
+        server_time=time.time(),
+        protocol=PROTOCOL_VERSION,
+        max_body_bytes=svc.settings.server.max_body_bytes,
+    )
 
 
 @router.post("/nodes/heartbeat", status_code=204)

@@ -1,0 +1,164 @@
+"""The agent never loses a line (issue 21, item 7): batches sized by bytes, a 413 split again, spool
+errors kept in memory and counted, positions saved only past spooled lines, rotation while down, long
+paths and huge lines. Real server on loopback, real files."""
+
+from __future__ import annotations
+
+import gzip
+import random
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from agent.agent import Agent
+from agent.api_client import ServerClient
+from agent.shipper import Backoff, Shipper
+from agent.spool import Spool
+from gpuwatch.config import Settings
+from gpuwatch.protocol import Batch, LogLine, RegisterRequest
+from server.store.models import LogLineRow
+from tests.helpers import InProcessServer, new_token, wait_until
+
+NODE = "node-l"
+
+
+def _line(n: int, size: int) -> str:
+    head = f"line {n:06d} "
+    return head + "x" * (size - len(head))
+
+
+def _stored(srv: InProcessServer, stream: str | None = None) -> list[tuple[int, str]]:
+    with srv.services.sessions() as s:
+        q = select(LogLineRow.seq, LogLineRow.text)
+        if stream is not None:
+            q = q.where(LogLineRow.stream == stream)
+        return sorted(s.execute(q).tuples())
+
+
+def _count(srv: InProcessServer) -> int:
+    with srv.services.sessions() as s:
+        return s.scalar(select(func.count()).select_from(LogLineRow)) or 0
+
+
+def _agent_settings(srv: InProcessServer, tmp_path: Path, log_file: Path, **extra: object) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "agent",
+        server_url=srv.url,
+        token=new_token(srv.services.settings.effective_database_url, NODE),
+        node=NODE,
+        client_port=0,
+        interval_s=0.5,
+        flush_s=0.1,
+        simulate=1,
+        log_files=[log_file],
+        backoff_max_s=0.2,
+        **extra,
+    )
+
+
+@pytest.fixture
+def started() -> Iterator[list[tuple[Agent, threading.Thread]]]:
+    """Agents started by a test, stopped at its end."""
+    agents: list[tuple[Agent, threading.Thread]] = []
+    yield agents
+    for agent, thread in agents:
+        agent.stop.set()
+        thread.join(timeout=20)
+
+
+def _start(agents: list[tuple[Agent, threading.Thread]], settings: Settings) -> Agent:
+    agent = Agent(settings)
+    thread = threading.Thread(target=agent.run, daemon=True)
+    thread.start()
+    agents.append((agent, thread))
+    return agent
+
+
+# -- batches sized by bytes, and split again on 413 ---------------------------------------------------
+
+
+def test_lines_far_over_the_servers_body_limit_arrive_in_batches_it_accepts(
+    live_server: InProcessServer, tmp_path: Path, started: list
+) -> None:
+    """The server's limit here is 64 KiB: 300 lines of 2 KB is ten times that, in one flush."""
+    log_file = tmp_path / "train.log"
+    log_file.write_text("".join(_line(n, 2000) + "\n" for n in range(300)))
+    agent = _start(started, _agent_settings(live_server, tmp_path, log_file))
+
+    wait_until(lambda: _count(live_server) == 300, what="all 300 lines stored")
+
+    assert [text for _, text in _stored(live_server)] == [_line(n, 2000) for n in range(300)]
+    assert agent.spool.dropped_snapshot() == {}
+    assert not list((agent.spool.directory / "rejected").iterdir())
+
+
+def _big_batch(batch_id: int, lines: int, size: int) -> Batch:
+    return Batch(
+        batch_id=batch_id,
+        logs=[LogLine(stream="file:/big.log", seq=n, ts=1.7e9 + n, text=_line(n, size)) for n in range(lines)],
+    )
+
+
+def test_a_batch_refused_with_413_is_split_until_the_server_takes_it(
+    live_server: InProcessServer, tmp_path: Path
+) -> None:
+    """A batch spooled before the agent knew the limit (or under a larger one): split, not thrown away."""
+    spool = Spool(tmp_path / "spool", 1 << 30)
+    spool.put_batch(_big_batch(1, 200, 3000))  # 600 KB of JSON against a 64 KiB limit
+    token = new_token(live_server.services.settings.effective_database_url, NODE)
+    client = ServerClient(live_server.url, token)
+    shipper = Shipper(client, spool, None, backoff=Backoff(rng=random.Random(0)))
+    try:
+        for _ in range(200):
+            if spool.peek() is None:
+                break
+            assert shipper.step() == 0.0
+    finally:
+        client.close()
+
+    assert [seq for seq, _ in _stored(live_server)] == list(range(200))
+    assert spool.dropped_snapshot() == {}
+    assert not list((spool.directory / "rejected").iterdir())
+
+
+def test_a_single_line_batch_over_the_limit_is_rejected_and_counted_as_too_large(
+    live_server: InProcessServer, tmp_path: Path
+) -> None:
+    spool = Spool(tmp_path / "spool", 1 << 30)
+    line = LogLine(stream="s", seq=0, ts=1.7e9, text="é" * 16_000)
+    spool.put(1, gzip.compress(Batch(batch_id=1, logs=[line]).model_dump_json().encode()), {"logs": 1})
+    token = new_token(live_server.services.settings.effective_database_url, NODE)
+    live_server.services.settings.server.max_body_bytes = 16 * 1024  # under that one line's 32 KB
+    client = ServerClient(live_server.url, token)
+    shipper = Shipper(client, spool, None)
+    try:
+        for _ in range(10):
+            if spool.peek() is None:
+                break
+            shipper.step()
+    finally:
+        client.close()
+    assert spool.peek() is None
+    assert spool.dropped_snapshot() == {"rejected_logs": 1}
+
+
+def test_the_registration_answer_tells_the_agent_the_servers_body_limit(
+    live_server: InProcessServer, tmp_path: Path
+) -> None:
+    token = new_token(live_server.services.settings.effective_database_url, NODE)
+    client = ServerClient(live_server.url, token)
+    shipper = Shipper(
+        client,
+        Spool(tmp_path / "spool", 1 << 30),
+        lambda: RegisterRequest(hostname="h", node=NODE),
+        batch_max_bytes=1 << 30,
+    )
+    try:
+        shipper.step()
+    finally:
+        client.close()
+    assert shipper.registered
+    assert shipper.batch_max_bytes <= 64 * 1024
