@@ -81,6 +81,7 @@ class Agent:
         self._binds: list[JobProcess] = []
         self._client_dropped: dict[int, int] = {}
         self.metrics = AgentMetrics()
+        self.metrics.watch(self.spool, self.pending)
         self.local_api = LocalApi(
             self._on_client_report, port=settings.agent.client_port, metrics=self.metrics.exposition
         )
@@ -163,10 +164,9 @@ class Agent:
         self.shipper.wakeup.set()
 
     def _queue(self, kind: str, items: list[Any]) -> None:
-        """Hold ``items`` until spooled; what the memory bound pushes out is counted as dropped."""
-        if items and (dropped := self.pending.add(kind, items)):
-            log.error("spool unwritable and %d bytes waiting in memory: dropped %s", self.pending.max_bytes, dropped)
-            self.spool.count_dropped(dropped, "spool_error")
+        """Hold ``items`` until spooled (`agent.batching.spool_pending` bounds what waits)."""
+        if items:
+            self.pending.add(kind, items)
 
     def _on_client_report(self, report: ClientReport) -> None:
         """A training process's steps and identity (called on the local API's threads)."""

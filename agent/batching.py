@@ -71,15 +71,14 @@ class Pending:
     def __len__(self) -> int:
         return sum(len(q) for q in self._items.values())
 
-    def add(self, kind: str, items: list[Any]) -> dict[str, int]:
-        """Queue ``items``; return what had to be dropped (oldest first) to stay within the bound, by kind."""
+    def add(self, kind: str, items: list[Any]) -> None:
+        """Queue ``items`` (the bound is held by `shed`, once the spool has refused them)."""
         q = self._items[kind]
         for item in items:
             size = item_bytes(kind, item)
             q.append((item, size))
             self._kind_bytes[kind] += size
             self.bytes += size
-        return self._shed() if self.bytes > self.max_bytes else {}
 
     def take(self, budget: int) -> dict[str, list[Any]]:
         """The oldest items, up to ``budget`` estimated bytes and MAX_ITEMS per kind (at least one item);
@@ -108,7 +107,8 @@ class Pending:
                 self._kind_bytes[kind] -= size
                 self.bytes -= size
 
-    def _shed(self) -> dict[str, int]:
+    def shed(self) -> dict[str, int]:
+        """Drop the oldest items until within the bound; return how many of each kind."""
         dropped: dict[str, int] = {}
         while self.bytes > self.max_bytes:
             # The kind holding the most bytes gives up its oldest item (logs, as a rule).
@@ -146,7 +146,8 @@ def spool_pending(
     pending: Pending, spool: Spool, max_bytes: int, build: Callable[[dict[str, list[Any]]], Batch]
 ) -> bool:
     """Spool what is pending in batches of at most ``max_bytes`` of JSON; True when nothing is left.
-    On a spool error the items of the batch that failed, and of those after it, stay pending."""
+    On a spool error the items of the batch that failed, and of those after it, stay pending, within
+    the pending bound: what is past it is dropped and counted (reason ``spool_error``)."""
     while pending:
         items = pending.take(int(max_bytes * _ESTIMATE_SHARE))
         for counts, batch, body in fit(items, max_bytes, build):
@@ -154,6 +155,9 @@ def spool_pending(
                 spool.put_encoded(batch, body)
             except Exception as exc:  # ENOSPC, EROFS, EIO …: the items wait in memory for the next try
                 spool.note_error(exc)
+                if dropped := pending.shed():
+                    log.error("spool unwritable, %d bytes waiting in memory: dropped %s", pending.max_bytes, dropped)
+                    spool.count_dropped(dropped, "spool_error")
                 return False
             pending.consume(counts)
     return True

@@ -7,10 +7,18 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector as _PromCollector
 
 from agent.collectors.base import Collector, Reading
+
+if TYPE_CHECKING:
+    from agent.batching import Pending
+    from agent.spool import Spool
 
 log = logging.getLogger("gpuwatch.agent.metrics")
 
@@ -61,6 +69,47 @@ class AgentMetrics:
         self.success.labels(name).set(0 if reading is None else 1)
         return reading
 
+    def watch(self, spool: Spool, pending: Pending) -> None:
+        """Export what the spool dropped and failed to write, and what waits in memory, at each scrape."""
+        self.registry.register(_SpoolMetrics(spool, pending))
+
     def exposition(self) -> bytes:
         """The Prometheus text format of these metrics."""
         return generate_latest(self.registry)
+
+
+#: The spool's dropped-count keys are ``<reason>_<kind>``; the spool's own drops (over its bound) have no prefix.
+_REASONS = ("rejected", "spool_error")
+
+
+class _SpoolMetrics(_PromCollector):
+    """The spool's counts (persisted by the spool, so they survive a restart) as metrics."""
+
+    def __init__(self, spool: Spool, pending: Pending) -> None:
+        self._spool, self._pending = spool, pending
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        dropped = CounterMetricFamily(
+            "gpuwatch_agent_dropped",
+            "Items the agent dropped since it first started, by kind and why: spool_full (the spool past "
+            "spool_max_bytes), spool_error (the spool unwritable and memory past pending_max_bytes), rejected "
+            "(refused by the server for good, kept in the spool's rejected/ folder).",
+            labels=["kind", "reason"],
+        )
+        for key, n in sorted(self._spool.dropped_snapshot().items()):
+            reason, kind = next(
+                ((r, key[len(r) + 1 :]) for r in _REASONS if key.startswith(r + "_")), ("spool_full", key)
+            )
+            dropped.add_metric([kind, reason], n)
+        yield dropped
+        errors = CounterMetricFamily(
+            "gpuwatch_agent_spool_errors", "Batches the spool failed to write, by error.", labels=["error"]
+        )
+        for error, n in sorted(self._spool.errors.items()):
+            errors.add_metric([error], n)
+        yield errors
+        yield GaugeMetricFamily(
+            "gpuwatch_agent_pending_bytes",
+            "Items read and not yet spooled (estimated bytes).",
+            value=self._pending.bytes,
+        )

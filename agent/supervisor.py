@@ -415,8 +415,7 @@ class Supervisor:
         with self._lock:
             lines, self._pending = self._pending, []
         with self._spooling:
-            if lines and (dropped := self._unspooled.add("logs", lines)):
-                self.spool.count_dropped(dropped, "spool_error")
+            self._unspooled.add("logs", lines)
 
             def build(items: dict[str, list[Any]]) -> Batch:
                 return make_batch(self.spool.next_batch_id(), items, dropped=self.spool.dropped_snapshot())

@@ -5,12 +5,17 @@ paths and huge lines. Real server on loopback, real files."""
 from __future__ import annotations
 
 import gzip
+import json
+import os
 import random
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
 from agent.agent import Agent
@@ -162,3 +167,82 @@ def test_the_registration_answer_tells_the_agent_the_servers_body_limit(
         client.close()
     assert shipper.registered
     assert shipper.batch_max_bytes <= 64 * 1024
+
+
+# -- a spool that cannot be written: lines wait in memory, bounded, and the saved position waits too ---
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 128 KiB tmpfs: a spool directory whose disk fills up (root only, as in CI's container)."""
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(mount)]).returncode:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _noise(n: int, size: int, rng: random.Random) -> str:
+    """A line gzip cannot shrink much (random hex), so that the spool's disk really fills."""
+    head = f"line {n:06d} "
+    return head + rng.randbytes((size - len(head)) // 2).hex()
+
+
+def _agent_metrics(agent: Agent) -> dict[tuple[str, ...], float]:
+    """The agent's own /metrics, keyed by (name, *label values)."""
+    text = httpx.get(f"http://127.0.0.1:{agent.local_api.port}/metrics").text
+    return {
+        (s.name, *s.labels.values()): s.value for family in text_string_to_metric_families(text) for s in family.samples
+    }
+
+
+def _saved_offset(agent: Agent, log_file: Path) -> int:
+    state = json.loads((agent.settings.agent_dir / "state.json").read_text())
+    return state["files"].get(str(log_file), {}).get("offset", 0)
+
+
+@pytest.mark.parametrize("pending_max_bytes", [64 * 1024 * 1024, 100 * 1024])
+def test_a_full_spool_disk_keeps_lines_in_memory_and_the_position_behind_them(
+    settings: Settings, tmp_path: Path, small_disk: Path, started: list, pending_max_bytes: int
+) -> None:
+    """The server is away and the spool's disk fills: no crash, the saved position stays before the first
+    line not spooled; when the server is back every line is stored once, or (memory bound) counted."""
+    rng = random.Random(7)
+    lines = [_noise(n, 1000, rng) for n in range(400)]  # ~400 KB against a 128 KiB disk
+    log_file = tmp_path / "train.log"
+    log_file.write_text("".join(line + "\n" for line in lines))
+    server = InProcessServer(settings)  # not started yet: the agent finds nobody at its address
+    agent = _start(
+        started,
+        _agent_settings(server, tmp_path, log_file, spool_dir=small_disk, pending_max_bytes=pending_max_bytes),
+    )
+    wait_until(lambda: agent.spool.errors.get("ENOSPC"), what="the spool's disk to fill")
+    assert started[0][1].is_alive(), "the agent must survive a full spool disk"
+    saved = _saved_offset(agent, log_file) if (agent.settings.agent_dir / "state.json").exists() else 0
+    assert saved < log_file.stat().st_size, "the saved position moved past lines that are not spooled"
+
+    with server:
+
+        def settled() -> bool:
+            dropped = agent.spool.dropped_snapshot().get("spool_error_logs", 0)
+            return _count(server) + dropped == len(lines) and agent.spool.peek() is None and not agent.pending
+
+        wait_until(settled, timeout=60, what="every line stored or counted as dropped")
+        stored = _stored(server)
+        dropped = agent.spool.dropped_snapshot()
+        assert {text for _, text in stored} <= set(lines)
+        assert len({seq for seq, _ in stored}) == len(stored)
+        if pending_max_bytes > 1024 * 1024:
+            assert [text for _, text in stored] == lines and dropped == {}
+        else:
+            assert dropped.get("spool_error_logs", 0) > 0
+            assert set(dropped) == {"spool_error_logs"}
+        metrics = _agent_metrics(agent)
+        assert metrics.get(("gpuwatch_agent_dropped_total", "logs", "spool_error"), 0) == dropped.get(
+            "spool_error_logs", 0
+        )
+        assert metrics[("gpuwatch_agent_spool_errors_total", "ENOSPC")] >= 1
+        wait_until(lambda: _saved_offset(agent, log_file) == log_file.stat().st_size, what="the position saved")
