@@ -40,7 +40,7 @@ class AgentState:
     def save(self) -> None:
         data = {
             "seq": self.seq,
-            "files": {k: {"inode": p.inode, "offset": p.offset} for k, p in self.files.items()},
+            "files": {k: {"inode": p.inode, "offset": p.offset, "head": p.head} for k, p in self.files.items()},
             "kmsg": {"boot_id": self.kmsg.boot_id, "seq": self.kmsg.seq},
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)

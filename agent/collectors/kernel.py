@@ -165,7 +165,7 @@ class KernelLogCollector:
         if self._kmsg is not None:
             state.kmsg = KmsgPosition(self._kmsg.position.boot_id, self._kmsg.position.seq)
         elif self._file is not None:
-            state.files[str(self._file.path)] = TailPosition(self._file.position.inode, self._file.committed_offset)
+            state.files[str(self._file.path)] = self._file.saved_position()
 
     def close(self) -> None:
         if self._kmsg is not None:

@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import random
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -20,10 +21,11 @@ from sqlalchemy import func, select
 
 from agent.agent import Agent
 from agent.api_client import ServerClient
+from agent.collectors.logfile import LogTailer, TailPosition
 from agent.shipper import Backoff, Shipper
 from agent.spool import Spool
 from gpuwatch.config import Settings
-from gpuwatch.protocol import Batch, LogLine, RegisterRequest
+from gpuwatch.protocol import MAX_LOG_LINE_CHARS, Batch, LogLine, RegisterRequest
 from server.store.models import LogLineRow
 from tests.helpers import InProcessServer, new_token, wait_until
 
@@ -246,3 +248,91 @@ def test_a_full_spool_disk_keeps_lines_in_memory_and_the_position_behind_them(
         )
         assert metrics[("gpuwatch_agent_spool_errors_total", "ENOSPC")] >= 1
         wait_until(lambda: _saved_offset(agent, log_file) == log_file.stat().st_size, what="the position saved")
+
+
+# -- the tailer: huge lines, long paths, rotation while the agent is down -----------------------------
+
+
+def test_a_line_of_a_million_characters_is_one_row_cut_and_marked(tmp_path: Path) -> None:
+    log_file = tmp_path / "train.log"
+    huge = "é" * 1_000_000  # 2 MB: more than one read
+    log_file.write_text(f"before\n{huge}\nafter\n")
+    tailer = LogTailer(log_file)
+    lines: list[str] = []
+    for _ in range(10):
+        lines += tailer.poll()
+    assert len(lines) == 3, [line[:40] for line in lines]
+    assert lines[0] == "before" and lines[2] == "after"
+    assert len(lines[1]) <= MAX_LOG_LINE_CHARS and lines[1].startswith("é" * 1000) and "truncated" in lines[1]
+    assert tailer.committed_offset == log_file.stat().st_size
+
+
+def test_a_log_path_over_250_characters_is_followed_under_a_stream_name_the_server_takes(
+    live_server: InProcessServer, tmp_path: Path, started: list
+) -> None:
+    deep = tmp_path.joinpath(*(["d" * 50] * 6))
+    deep.mkdir(parents=True)
+    log_file = deep / "train.log"
+    assert len(str(log_file)) > 300
+    log_file.write_text("step 1\nstep 2\n")
+    agent = _start(started, _agent_settings(live_server, tmp_path, log_file))
+
+    wait_until(lambda: _count(live_server) == 2, what="the long path's lines stored")
+    assert started[0][1].is_alive()
+    with live_server.services.sessions() as s:
+        (stream,) = set(s.scalars(select(LogLineRow.stream)))
+    assert len(stream) <= 255 and stream.startswith("file:") and "train.log" in stream
+    assert agent.collectors["logfile"].tailers[0].stream == stream
+
+
+def _saved(tailer: LogTailer) -> TailPosition:
+    return tailer.saved_position()
+
+
+def test_lines_written_before_a_rotation_while_the_agent_was_down_are_read_before_the_new_file(
+    tmp_path: Path,
+) -> None:
+    log_file = tmp_path / "train.log"
+    log_file.write_text("one\ntwo\n")
+    first = LogTailer(log_file)
+    assert first.poll() == ["one", "two"]
+    saved = _saved(first)
+    first.close()
+    # Down: the job writes on, then logrotate renames the file and the job opens a new one.
+    with log_file.open("a") as f:
+        f.write("three\nfour\n")
+    os.rename(log_file, tmp_path / "train.log.1")
+    log_file.write_text("alpha\nbeta\n")
+
+    resumed = LogTailer(log_file, saved)
+    assert resumed.poll() + resumed.poll() == ["three", "four", "alpha", "beta"]
+    assert resumed.poll() == []
+
+
+def test_a_copytruncate_rotation_while_down_reads_the_copy_to_its_end_then_the_file_anew(tmp_path: Path) -> None:
+    log_file = tmp_path / "train.log"
+    log_file.write_text("one\ntwo\n")
+    first = LogTailer(log_file)
+    first.poll()
+    saved = _saved(first)
+    first.close()
+    with log_file.open("a") as f:
+        f.write("three\n")
+    shutil.copy(log_file, tmp_path / "train.log.1")  # logrotate's copytruncate
+    log_file.write_text("alpha\n")
+
+    resumed = LogTailer(log_file, saved)
+    assert resumed.poll() + resumed.poll() == ["three", "alpha"]
+
+
+def test_a_new_file_on_a_reused_inode_is_read_from_its_start(tmp_path: Path) -> None:
+    """Same inode, longer than the saved offset, but another first line: another file (inode reused)."""
+    log_file = tmp_path / "train.log"
+    log_file.write_text("one\ntwo\n")
+    first = LogTailer(log_file)
+    first.poll()
+    saved = _saved(first)
+    first.close()
+    with log_file.open("r+") as f:  # rewritten in place, as a reused inode would look
+        f.write("ALPHA\nBETA\nGAMMA\n")
+    assert LogTailer(log_file, saved).poll() == ["ALPHA", "BETA", "GAMMA"]
