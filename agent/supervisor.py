@@ -21,6 +21,7 @@ an emergency checkpoint the group is killed. A supervisor told to stop does not 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -444,4 +445,12 @@ def _killpg(pid: int, sig: signal.Signals) -> None:
 
 
 def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "job"
+    """``name`` as one folder name: no separator, no ``.``/``..`` and no leading dot (a job named ``..``
+    must not write beside the other jobs' folders), at most 255 bytes (a hash keeps long names apart)."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in name)
+    safe = safe.replace("..", "__")
+    if safe.startswith("."):
+        safe = "_" + safe[1:]
+    if len(safe) > 200:
+        safe = f"{safe[:180]}-{hashlib.sha256(name.encode(errors='surrogateescape')).hexdigest()[:16]}"
+    return safe or "job"

@@ -24,6 +24,7 @@ from agent.api_client import ServerClient
 from agent.collectors.logfile import LogTailer, TailPosition
 from agent.shipper import Backoff, Shipper
 from agent.spool import Spool
+from agent.supervisor import Options, Supervisor
 from gpuwatch.config import Settings
 from gpuwatch.protocol import MAX_LOG_LINE_CHARS, Batch, LogLine, RegisterRequest
 from server.store.models import LogLineRow
@@ -336,3 +337,17 @@ def test_a_new_file_on_a_reused_inode_is_read_from_its_start(tmp_path: Path) -> 
     with log_file.open("r+") as f:  # rewritten in place, as a reused inode would look
         f.write("ALPHA\nBETA\nGAMMA\n")
     assert LogTailer(log_file, saved).poll() == ["ALPHA", "BETA", "GAMMA"]
+
+
+# -- the supervisor's paths --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("job", ["..", ".", "../../etc", "a/../../b", "...", "x" * 400])
+def test_the_supervisors_folder_for_any_job_name_stays_inside_its_own(tmp_path: Path, job: str) -> None:
+    settings = Settings(data_dir=tmp_path / "data", token="t", server_url="http://127.0.0.1:9")
+    sup = Supervisor(settings, Options(job=job, command=["true"]))
+    root = (tmp_path / "data" / "supervisor").resolve()
+    assert sup.home.resolve().parent == root
+    assert ".." not in sup.home.name and not sup.home.name.startswith(".")
+    assert len(sup.home.name) <= 255
+    sup.client.close()
