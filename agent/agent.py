@@ -64,7 +64,7 @@ class Agent:
         #: The node registers with its GPUs; None when the gpu collector is off (an InfiniBand-only node).
         self.gpu: GpuCollector | None = next((c for c in self.collectors.values() if isinstance(c, GpuCollector)), None)
         self.shipper = Shipper(
-            ServerClient(settings.agent.server_url, token),
+            ServerClient(settings.agent.server_url, token, clock=clock),
             self.spool,
             self._registration,
             heartbeat_s=settings.agent.heartbeat_s,
@@ -151,7 +151,8 @@ class Agent:
             dropped["client_steps"] = client_dropped
 
         def build(items: dict[str, list[Any]]) -> Batch:
-            return make_batch(self.spool.next_batch_id(), items, dropped=dropped)
+            offset = self.shipper.client.offset_s
+            return make_batch(self.spool.next_batch_id(), items, dropped=dropped, clock_offset_s=offset)
 
         if spool_pending(self.pending, self.spool, self.shipper.batch_max_bytes, build):
             for c in self.collectors.values():

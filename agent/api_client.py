@@ -11,13 +11,16 @@ locally and keeps the record in its outbox.
 
 from __future__ import annotations
 
+import gzip
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 from gpuwatch import __version__
-from gpuwatch.protocol import Api, Heartbeat, RegisterRequest
+from gpuwatch.protocol import Api, Batch, Heartbeat, RegisterRequest
 
 log = logging.getLogger("gpuwatch.agent.api_client")
 
@@ -25,7 +28,12 @@ log = logging.getLogger("gpuwatch.agent.api_client")
 class ServerClient:
     """Connections to the server, kept open between calls; ``timeout_s`` bounds each request."""
 
-    def __init__(self, base_url: str, token: str, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, base_url: str, token: str, timeout_s: float = 10.0, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.clock = clock
+        #: The server's clock minus this node's, from the last answer that carried the server's time.
+        self.offset_s: float | None = None
         self._http = httpx.Client(
             base_url=base_url.rstrip("/"),
             headers={"Authorization": f"Bearer {token}", "User-Agent": f"gpuwatch-agent/{__version__}"},
@@ -35,13 +43,34 @@ class ServerClient:
     # -- the shipper's calls: the response, for the caller to judge -------------------------------
 
     def register(self, req: RegisterRequest) -> httpx.Response:
-        return self._post(Api.REGISTER, req.model_dump_json().encode())
+        return self._timed(Api.REGISTER, req.model_dump_json().encode())
 
     def heartbeat(self, beat: Heartbeat) -> httpx.Response:
         return self._post(Api.HEARTBEAT, beat.model_dump_json().encode())
 
     def send_batch(self, gzipped: bytes) -> httpx.Response:
-        return self._post(Api.INGEST, gzipped, gzip=True)
+        """POST a batch; its acknowledgement carries the server's time (servers since the field was added)."""
+        return self._timed(Api.INGEST, gzipped, gzip=True)
+
+    def read_clock(self) -> httpx.Response:
+        """An empty batch, which the server stores nothing of, for its acknowledgement's time."""
+        body = gzip.compress(Batch(batch_id=0).model_dump_json().encode())
+        return self._timed(Api.INGEST, body, gzip=True)
+
+    def _timed(self, path: str, body: bytes, gzip: bool = False) -> httpx.Response:
+        """POST, and measure the clock offset from the answer's ``server_time``: the server read its clock
+        between our send and our receipt, so the midpoint is off by at most half the round trip."""
+        sent = self.clock()
+        resp = self._post(path, body, gzip)
+        received = self.clock()
+        if resp.status_code < 300:
+            try:
+                server_time = resp.json().get("server_time")
+            except ValueError:
+                server_time = None
+            if isinstance(server_time, (int, float)):
+                self.offset_s = round(float(server_time) - (sent + received) / 2, 3)
+        return resp
 
     # -- the supervisor's calls: the answer, or None when the server is away or refuses -----------
 

@@ -60,6 +60,7 @@ class Shipper:
         self.sent_batches = 0
         self.wakeup = threading.Event()
         self._last_beat = 0.0
+        self._probed = False
         #: Largest batch JSON to spool: the setting, lowered to what the server says it takes (at registration)
         #: or shows it refuses (413).
         self.batch_max_bytes = batch_max_bytes
@@ -84,8 +85,11 @@ class Shipper:
                 self._register()
             item = self.spool.peek()
             if item is None:
+                self._measure_clock()
                 self._maybe_heartbeat()
                 return 0.25
+            if not item.timed:
+                self._measure_clock()
             self._send(item)
         except (httpx.TransportError, _Retry) as exc:
             delay = self.backoff.next_delay()
@@ -120,8 +124,16 @@ class Shipper:
         self.registered = True
         log.info("registered with the server as %s", answer.node)
 
+    def _measure_clock(self) -> None:
+        """Without a registration (the supervisor) the clock offset is unknown until an ack tells the
+        server's time: an empty batch asks for it, once."""
+        if self.client.offset_s is not None or self._probed:
+            return
+        self._probed = True  # an older server's ack has no time: ask once, then send times as they are
+        _check(self.client.read_clock(), "clock probe")
+
     def _send(self, item: SpoolItem) -> None:
-        resp = self.client.send_batch(item.read())
+        resp = self.client.send_batch(item.read_timed(self.client.offset_s))
         if resp.status_code == 413:  # too large: halves are sent instead, and later batches are smaller
             size = self.spool.split(item)
             if size is not None:

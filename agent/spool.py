@@ -27,7 +27,8 @@ from gpuwatch.protocol import Batch, sample_count
 log = logging.getLogger("gpuwatch.agent.spool")
 
 # batch id, then the item count of each kind; older spools have no steps count (read as 0).
-_NAME = re.compile(r"^(\d{20})\.(\d+)-(\d+)-(\d+)(?:-(\d+))?\.json\.gz$")
+# A batch that says its clock offset is marked ".t": the others are given one as they are sent.
+_NAME = re.compile(r"^(\d{20})\.(\d+)-(\d+)-(\d+)(?:-(\d+))?(\.t)?\.json\.gz$")
 KINDS = ("samples", "logs", "events", "steps")
 # The lists of a batch, as a 413's halves split them.
 _LISTS = ("samples", "series", "logs", "events", "processes", "steps", "checkpoints", "ib")
@@ -47,17 +48,35 @@ class SpoolItem:
     path: Path
     batch_id: int
     counts: dict[str, int]
+    timed: bool = False  # the batch carries its clock offset
 
     def read(self) -> bytes:
         return self.path.read_bytes()
+
+    def read_timed(self, offset_s: float | None) -> bytes:
+        """The body to send: one spooled before the clock offset was known is given ``offset_s`` now."""
+        body = self.read()
+        if self.timed or offset_s is None:
+            return body
+        try:
+            raw = gzip.decompress(body)
+        except (OSError, EOFError, zlib.error):
+            return body  # not a batch: the server says so
+        start = raw.find(b"{")
+        if start < 0:
+            return body
+        rest = raw[start + 1 :]
+        sep = b"" if rest.lstrip().startswith(b"}") else b","
+        field = b'{"clock_offset_s":' + repr(float(offset_s)).encode() + sep
+        return gzip.compress(raw[:start] + field + rest, compresslevel=5)
 
 
 def _item(path: Path) -> SpoolItem | None:
     m = _NAME.match(path.name)
     if m is None:
         return None
-    counts = [int(n or 0) for n in m.groups()[1:]]
-    return SpoolItem(path, int(m.group(1)), dict(zip(KINDS, counts, strict=True)))
+    counts = [int(n or 0) for n in m.groups()[1:5]]
+    return SpoolItem(path, int(m.group(1)), dict(zip(KINDS, counts, strict=True)), bool(m.group(6)))
 
 
 class Spool:
@@ -91,12 +110,14 @@ class Spool:
 
     def put_encoded(self, batch: Batch, body: bytes) -> SpoolItem:
         """Durably queue ``batch``, already encoded as ``body``."""
-        return self.put(batch.batch_id, body, _counts(batch))
+        return self.put(batch.batch_id, body, _counts(batch), timed=batch.clock_offset_s is not None)
 
-    def put(self, batch_id: int, body: bytes, counts: dict[str, int]) -> SpoolItem:
+    def put(self, batch_id: int, body: bytes, counts: dict[str, int], timed: bool = False) -> SpoolItem:
         """Durably queue a gzipped batch body, dropping the oldest batches if over the bound. Raises
         `OSError` (a full disk …) with nothing queued and nothing left behind."""
-        name = f"{batch_id:020d}." + "-".join(str(counts.get(k, 0)) for k in KINDS) + ".json.gz"
+        name = (
+            f"{batch_id:020d}." + "-".join(str(counts.get(k, 0)) for k in KINDS) + (".t" if timed else "") + ".json.gz"
+        )
         tmp = self.directory / (name + ".tmp")
         try:
             with open(tmp, "wb") as f:
@@ -112,7 +133,7 @@ class Spool:
             self._failing = False
         with self._lock:
             # Sorted like a re-opened spool would be, even if ids arrive out of order (clock stepped back).
-            item = SpoolItem(self.directory / name, batch_id, {k: counts.get(k, 0) for k in KINDS})
+            item = SpoolItem(self.directory / name, batch_id, {k: counts.get(k, 0) for k in KINDS}, timed)
             bisect.insort(self._items, item, key=lambda i: i.batch_id)
             self._bytes += len(body)
             while self._bytes > self.max_bytes and len(self._items) > 1:

@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -154,6 +154,7 @@ class Supervisor:
         self._spooling = threading.Lock()
         self.checkpoint_log = home / "checkpoints.jsonl"
         self.history: list[Attempt] = []
+        self.clock: Callable[[], float] = time.time  # the node's clock, which the lines are stamped with
         self.stop = threading.Event()  # set by SIGTERM/SIGINT: stop the job, restart nothing
         self._proc: subprocess.Popen[bytes] | None = None
         self._tree: dict[int, int] = {}  # the running attempt's processes seen so far: pid → start time
@@ -334,7 +335,7 @@ class Supervisor:
             self._lines.setdefault(stream, deque(maxlen=KEPT_LINES)).append(text)
             seq = self._seq.get(stream, 0)
             self._seq[stream] = seq + 1
-            self._pending.append(LogLine(stream=stream, seq=seq, ts=time.time(), text=text))
+            self._pending.append(LogLine(stream=stream, seq=seq, ts=self.clock(), text=text))
 
     # -- reporting and deciding -------------------------------------------------------------------
 
@@ -419,7 +420,12 @@ class Supervisor:
             self._unspooled.add("logs", lines)
 
             def build(items: dict[str, list[Any]]) -> Batch:
-                return make_batch(self.spool.next_batch_id(), items, dropped=self.spool.dropped_snapshot())
+                return make_batch(
+                    self.spool.next_batch_id(),
+                    items,
+                    dropped=self.spool.dropped_snapshot(),
+                    clock_offset_s=self.client.offset_s,
+                )
 
             spool_pending(self._unspooled, self.spool, self.shipper.batch_max_bytes, build)
 

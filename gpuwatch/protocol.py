@@ -338,6 +338,9 @@ class BatchAck(_Model):
     samples: int = 0
     logs: int = 0
     events: int = 0
+    server_time: float | None = Field(
+        default=None, description="the server's clock as it answered: agents measure their clock's offset"
+    )
 
 
 class RegisterRequest(_Model):

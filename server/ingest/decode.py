@@ -115,7 +115,23 @@ def decode_batch(raw: bytes) -> Batch:
         batch.samples = []
     for s in batch.series:
         _in_time_order(s)
+    if batch.clock_offset_s:
+        _on_server_clock(batch, batch.clock_offset_s)
     return batch
+
+
+def _on_server_clock(batch: Batch, offset: float) -> None:
+    """Every time in ``batch`` moved by the agent's measured clock offset, so that what a node with a wrong
+    clock logged still falls inside its run (whose start the server stamped with its own clock)."""
+    for s in batch.series:
+        s.ts = [_shift(t, offset) for t in s.ts]
+    for items in (batch.logs, batch.events, batch.steps, batch.checkpoints, batch.ib):
+        for item in items:
+            item.ts = _shift(item.ts, offset)
+
+
+def _shift(ts: float, offset: float) -> float:
+    return max(ts + offset, 1e-3)  # a time stays a time (> 0) whatever the node's clock said
 
 
 def _in_time_order(series: Any) -> None:

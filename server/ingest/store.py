@@ -7,6 +7,7 @@ makes each line stored once even when an agent re-batches after a crash.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,7 +41,8 @@ def store_batches(session: Session, items: Sequence[tuple[Node, Batch]]) -> list
     now = datetime.now(UTC)
     first: dict[tuple[int, int], int] = {}  # (node id, batch id) → the index of its first item
     for n, (node, batch) in enumerate(items):
-        first.setdefault((node.id, batch.batch_id), n)
+        if not _empty(batch):  # an empty batch (an agent reading the server's clock) stores nothing
+            first.setdefault((node.id, batch.batch_id), n)
     claim = insert_ignore(IngestBatch.__table__).returning(IngestBatch.node_id, IngestBatch.batch_id)
     rows = [
         {
@@ -53,7 +55,7 @@ def store_batches(session: Session, items: Sequence[tuple[Node, Batch]]) -> list
         }
         for (node_id, batch_id), n in first.items()
     ]
-    claimed = set(session.execute(claim, rows).tuples())
+    claimed = set(session.execute(claim, rows).tuples()) if rows else set()
     new = [n for key, n in first.items() if key in claimed]
     stored_logs = _insert_new(
         session,
@@ -83,9 +85,16 @@ def store_batches(session: Session, items: Sequence[tuple[Node, Batch]]) -> list
         ],
     )
     results = [
-        StoreResult(BatchAck(batch_id=batch.batch_id, duplicate=True), len(batch.logs), len(batch.events))
+        StoreResult(
+            BatchAck(batch_id=batch.batch_id, duplicate=True, server_time=time.time()),
+            len(batch.logs),
+            len(batch.events),
+        )
         for _, batch in items
     ]
+    for n, (_, batch) in enumerate(items):
+        if _empty(batch):
+            results[n] = StoreResult(BatchAck(batch_id=batch.batch_id, server_time=time.time()), 0, 0)
     for n in new:
         node, batch = items[n]
         foreign = store_job_data(session, node.id, batch.processes, batch.steps, batch.checkpoints)
@@ -102,11 +111,31 @@ def store_batches(session: Session, items: Sequence[tuple[Node, Batch]]) -> list
             if (node.id, ev.stream, ev.seq) in stored_events:
                 stored_events.discard((node.id, ev.stream, ev.seq))
                 new_events.append(ev)
-        ack = BatchAck(batch_id=batch.batch_id, samples=sample_count(batch), logs=logs, events=len(new_events))
+        ack = BatchAck(
+            batch_id=batch.batch_id,
+            samples=sample_count(batch),
+            logs=logs,
+            events=len(new_events),
+            server_time=time.time(),
+        )
         results[n] = StoreResult(
             ack, len(batch.logs) - logs, len(batch.events) - len(new_events), new_events, foreign_jobs=foreign
         )
     return results
+
+
+def _empty(batch: Batch) -> bool:
+    return not (
+        batch.series
+        or batch.samples
+        or batch.logs
+        or batch.events
+        or batch.processes
+        or batch.steps
+        or batch.checkpoints
+        or batch.ib
+        or batch.dropped
+    )
 
 
 def _insert_new(

@@ -10,8 +10,11 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
+from datetime import UTC
 from pathlib import Path
 
 import httpx
@@ -27,7 +30,7 @@ from agent.spool import Spool
 from agent.supervisor import Options, Supervisor
 from gpuwatch.config import Settings
 from gpuwatch.protocol import MAX_LOG_LINE_CHARS, Batch, LogLine, RegisterRequest
-from server.store.models import LogLineRow
+from server.store.models import Diagnosis, LogLineRow
 from tests.helpers import InProcessServer, new_token, wait_until
 
 NODE = "node-l"
@@ -351,3 +354,48 @@ def test_the_supervisors_folder_for_any_job_name_stays_inside_its_own(tmp_path: 
     assert ".." not in sup.home.name and not sup.home.name.startswith(".")
     assert len(sup.home.name) <= 255
     sup.client.close()
+
+
+# -- clock skew (issue 21, item 8) --------------------------------------------------------------------
+
+
+def test_a_failed_runs_lines_are_its_evidence_with_the_nodes_clock_two_minutes_behind(
+    live_server: InProcessServer, tmp_path: Path
+) -> None:
+    skewed = lambda: time.time() - 120.0  # noqa: E731 - the node's clock
+    settings = Settings(
+        data_dir=tmp_path / "sup",
+        server_url=live_server.url,
+        token=new_token(live_server.services.settings.effective_database_url, NODE),
+        node=NODE,
+    )
+    script = "import sys; print('Traceback (most recent call last):'); print(\"KeyError: 'labels'\"); sys.exit(1)"
+    sup = Supervisor(settings, Options(job="skewed", command=[sys.executable, "-c", script], decision_timeout_s=20))
+    sup.clock = sup.client.clock = skewed
+    assert sup.run() != 0
+
+    def diagnosis() -> Diagnosis | None:
+        with live_server.services.sessions() as s:
+            return s.scalar(select(Diagnosis))
+
+    got = wait_until(diagnosis, what="the run's diagnosis")
+    assert got.reason == "script_error", got.evidence
+    assert "KeyError" in " ".join(e["text"] for e in got.evidence)
+    with live_server.services.sessions() as s:
+        times = list(s.scalars(select(LogLineRow.ts)))
+    assert times and all(abs(t.replace(tzinfo=UTC).timestamp() - time.time()) < 60 for t in times)
+
+
+def test_the_server_applies_a_batchs_clock_offset_to_its_times(live_server: InProcessServer, tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool", 1 << 30)
+    now = time.time()
+    batch = Batch(batch_id=1, logs=[LogLine(stream="s", seq=0, ts=now - 120, text="behind")], clock_offset_s=120.0)
+    spool.put_batch(batch)
+    client = ServerClient(live_server.url, new_token(live_server.services.settings.effective_database_url, NODE))
+    try:
+        Shipper(client, spool, None).step()
+    finally:
+        client.close()
+    with live_server.services.sessions() as s:
+        (ts,) = s.scalars(select(LogLineRow.ts))
+    assert abs(ts.replace(tzinfo=UTC).timestamp() - now) < 1.0
