@@ -28,7 +28,7 @@ from server.store.nodes import create_token
 from simulate.cluster import load_config
 from simulate.live import LiveSettings, replay
 from simulate.trace import node_name
-from tests.helpers import free_port, start_server
+from tests.helpers import free_port, new_admin_token, start_server
 
 
 def tokens_for(url: str, nodes: tuple[str, ...]) -> dict[str, str]:
@@ -80,7 +80,7 @@ def main() -> None:
                 failures=args.failures,
                 agent_processes=args.agent_processes,
             )
-            result = replay(f"http://127.0.0.1:{port}", tokens, config, settings)
+            result = replay(f"http://127.0.0.1:{port}", tokens, config, settings, admin_token=new_admin_token(url))
             cpu = (cpu_seconds(server.popen.pid) - cpu0) / (time.monotonic() - wall0)
         finally:
             server.stop()

@@ -117,8 +117,18 @@ def plan(trace: Trace, settings: LiveSettings) -> list[tuple[float, Fault]]:
 class Replay:
     """One replay against one server; `run()` once."""
 
-    def __init__(self, base_url: str, tokens: Mapping[str, str], config: SimConfig, settings: LiveSettings) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        tokens: Mapping[str, str],
+        config: SimConfig,
+        settings: LiveSettings,
+        admin_token: str | None = None,
+    ) -> None:
+        """``admin_token`` registers each job to its nodes first (`POST /api/v1/jobs`): a job whose
+        nodes each start its runs, with no scheduler to vouch for them (docs/security.md)."""
         self.base_url, self.tokens, self.config, self.settings = base_url, tokens, config, settings
+        self.admin_token = admin_token
         self.trace = generate_trace(config)
         missing = sorted(set(self.trace.nodes) - set(tokens))
         if missing:
@@ -273,6 +283,14 @@ class Replay:
     def _all_seen(self) -> bool:
         return all(self._match(tr, node, t0, inc) is not None for tr, node, t0, _, inc in self._expect)
 
+    async def _register_jobs(self, http: httpx.AsyncClient) -> None:
+        if self.admin_token is None:
+            return
+        auth = {"Authorization": f"Bearer {self.admin_token}"}
+        for job in self.trace.jobs:
+            body = {"name": job.name, "member_nodes": list(job.nodes)}
+            (await self._request(http, "POST", Api.JOBS, json=body, headers=auth)).raise_for_status()
+
     # --- the whole replay -----------------------------------------------------------------------------
 
     async def run(self) -> LiveResult:
@@ -293,6 +311,7 @@ class Replay:
             httpx.AsyncClient(base_url=self.base_url, timeout=120) as control_http,
             httpx.AsyncClient(base_url=self.base_url, timeout=120) as watch_http,
         ):
+            await self._register_jobs(control_http)
             watcher = asyncio.create_task(self._watch(watch_http))
             try:
                 await self._failures(control_http)
@@ -321,6 +340,12 @@ class Replay:
         return self.result
 
 
-def replay(base_url: str, tokens: Mapping[str, str], config: SimConfig, settings: LiveSettings) -> LiveResult:
+def replay(
+    base_url: str,
+    tokens: Mapping[str, str],
+    config: SimConfig,
+    settings: LiveSettings,
+    admin_token: str | None = None,
+) -> LiveResult:
     """Run a replay to the end (blocking)."""
-    return asyncio.run(Replay(base_url, tokens, config, settings).run())
+    return asyncio.run(Replay(base_url, tokens, config, settings, admin_token).run())

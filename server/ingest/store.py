@@ -97,7 +97,7 @@ def store_batches(session: Session, items: Sequence[tuple[Node, Batch]]) -> list
             results[n] = StoreResult(BatchAck(batch_id=batch.batch_id, server_time=time.time()), 0, 0)
     for n in new:
         node, batch = items[n]
-        foreign = store_job_data(session, node.id, batch.processes, batch.steps, batch.checkpoints)
+        foreign = store_job_data(session, node, batch.processes, batch.steps, batch.checkpoints)
         if batch.dropped:
             session.execute(update(Node).where(Node.id == node.id).values(dropped=batch.dropped))
         # Each line stored is credited to the first batch that carries it (an agent may re-batch).

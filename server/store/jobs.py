@@ -11,7 +11,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from gpuwatch.protocol import CheckpointReport, JobProcess, StepReport
-from server.store.models import Checkpoint, Job, JobRank, JobRollup, Run, utcnow
+from server.store.models import Checkpoint, Job, JobRank, JobRollup, Node, Run, utcnow
 from server.store.upsert import insert_for, insert_ignore
 
 IDLE_UTIL = 5.0  # % utilisation under which a GPU counts as idle
@@ -55,23 +55,27 @@ def job_members(session: Session, job_ids: Iterable[int]) -> dict[int, set[int]]
     return dict(members)
 
 
-def foreign_jobs(session: Session, node_id: int, names: Iterable[str]) -> frozenset[str]:
+def foreign_jobs(session: Session, node: Node, names: Iterable[str]) -> frozenset[str]:
     """Those of the named jobs that belong to other nodes: a node's processes, steps and checkpoints of
     them are not taken (they could set a hang timeout, or fake a stall, of another node's run)."""
     wanted = set(names)
     if not wanted:
         return frozenset()
-    members: dict[str, set[int]] = defaultdict(set)
+    owned: dict[str, bool] = {}  # job → whether ``node`` is one of its nodes
+    for name, registered in session.execute(
+        select(Job.name, Job.member_nodes).where(Job.name.in_(wanted), Job.member_nodes.is_not(None))
+    ):
+        owned[name] = node.name in (registered or [])
     for name, member in session.execute(
         select(Job.name, Run.node_id).join(Run, Run.job_id == Job.id).where(Job.name.in_(wanted)).distinct()
     ):
-        members[name].add(member)
-    return frozenset(name for name, nodes in members.items() if node_id not in nodes)
+        owned[name] = owned.get(name, False) or member == node.id
+    return frozenset(name for name, mine in owned.items() if not mine)
 
 
 def store_job_data(
     session: Session,
-    node_id: int,
+    node: Node,
     processes: list[JobProcess],
     steps: list[StepReport],
     checkpoints: list[CheckpointReport],
@@ -79,13 +83,13 @@ def store_job_data(
     """A batch's job processes, steps and checkpoint saves (its samples go through `server.store.rollups`);
     the names of the jobs whose reports were left out as another node's (`foreign_jobs`)."""
     names = {p.job for p in processes} | {s.job for s in steps} | {c.job for c in checkpoints}
-    foreign = foreign_jobs(session, node_id, names)
+    foreign = foreign_jobs(session, node, names)
     if foreign:
         processes = [p for p in processes if p.job not in foreign]
         steps = [s for s in steps if s.job not in foreign]
         checkpoints = [c for c in checkpoints if c.job not in foreign]
     ids = job_ids(session, names - foreign, processes)
-    _store_ranks(session, node_id, ids, processes)
+    _store_ranks(session, node.id, ids, processes)
     _store_rollups(session, ids, steps)
     _store_checkpoints(session, ids, checkpoints)
     return foreign

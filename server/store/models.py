@@ -136,6 +136,9 @@ class Job(Base):
     checkpoint_dir: Mapped[str | None] = mapped_column(Text)
     hang_timeout_s: Mapped[float | None] = mapped_column(Float)
     policy: Mapped[dict[str, Any] | None] = mapped_column(JSON, doc="recovery policy overrides for this job")
+    member_nodes: Mapped[list[str] | None] = mapped_column(
+        JSON, doc="the nodes an admin registered the job to (docs/security.md); None: not registered"
+    )
     state: Mapped[str] = mapped_column(String(32), default="pending")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)

@@ -290,7 +290,7 @@ def test_pages_count_firing_episodes() -> None:
 def test_live_replay_measures_detection_and_decisions_on_a_real_server(tmp_path: Path) -> None:
     from gpuwatch.config import Settings
     from simulate.live import LiveSettings, replay
-    from tests.helpers import InProcessServer, migrated_sqlite, new_token
+    from tests.helpers import InProcessServer, migrated_sqlite, new_admin_token, new_token
 
     url = migrated_sqlite(tmp_path)
     raw = small()
@@ -308,7 +308,7 @@ def test_live_replay_measures_detection_and_decisions_on_a_real_server(tmp_path:
     tokens = {f"node{i:04d}": new_token(url, f"node{i:04d}") for i in range(4)}
     live = LiveSettings(flush_s=0.25, sample_s=0.25, poll_s=0.02, settle_s=15, faults=faults)
     with InProcessServer(settings) as server:
-        result = replay(server.url, tokens, config, live)
+        result = replay(server.url, tokens, config, live, admin_token=new_admin_token(url))
     summary = result.summary()
     print("\n" + json.dumps(summary, indent=1))
     assert result.missed == []

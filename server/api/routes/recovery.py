@@ -5,7 +5,7 @@ written to the admin audit log."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel, Field
@@ -18,6 +18,7 @@ from server.api.deps import AdminDep, ServicesDep, SessionDep
 from server.incidents.recover import exclude_by_hand, excluded_nodes, is_paused, release_by_hand, set_paused
 from server.store.audit import audit
 from server.store.db import transaction
+from server.store.jobs import job_ids, job_members
 from server.store.models import Exclusion, Job
 
 router = APIRouter(prefix=Api.PREFIX, tags=["recovery"])
@@ -105,6 +106,13 @@ class JobSettingsIn(BaseModel):
     scheduler: Literal["local", "slurm", "kubernetes"] | None = Field(default=None, description="who restarts it")
     external_id: str | None = Field(default=None, max_length=255, description="the scheduler's id of the job")
     policy: dict[str, Any] | None = Field(default=None, description="its recovery policy overrides")
+    member_nodes: list[Annotated[str, Field(min_length=1, max_length=255)]] | None = Field(
+        default=None, max_length=100_000, description="the nodes that may start and report its runs"
+    )
+
+
+class JobIn(JobSettingsIn):
+    name: str = Field(min_length=1, max_length=255)
 
 
 class JobSettingsOut(BaseModel):
@@ -113,18 +121,58 @@ class JobSettingsOut(BaseModel):
     scheduler: str | None
     external_id: str | None
     policy: dict[str, Any] | None
+    member_nodes: list[str] | None
 
 
-@router.patch("/jobs/{job_id}", response_model=JobSettingsOut)
-async def change_job(job_id: int, request: Request, admin: AdminDep, svc: ServicesDep) -> JobSettingsOut:
-    """Change what a job's first run set and no later run may change: its scheduler, the scheduler's id
-    and its recovery policy (which decide what a restart does, and to what). Admin only; audited."""
-    body = await read_model(request, JobSettingsIn, svc.settings.server.max_body_bytes)
+def _job_out(job: Job) -> JobSettingsOut:
+    return JobSettingsOut(
+        id=job.id,
+        name=job.name,
+        scheduler=job.scheduler,
+        external_id=job.external_id,
+        policy=job.policy,
+        member_nodes=job.member_nodes,
+    )
+
+
+def _checked_policy(svc: ServicesDep, body: JobSettingsIn) -> None:
     if body.policy is not None:
         try:
             policy_config(svc.settings.recovery, body.policy)
         except (TypeError, ValueError) as exc:
             raise HTTPException(422, f"policy: {exc}") from None
+
+
+@router.post("/jobs", response_model=JobSettingsOut, status_code=201)
+async def register_job(request: Request, admin: AdminDep, svc: ServicesDep) -> JobSettingsOut:
+    """Register a job before its first run: the nodes that may start and report its runs (a job run on
+    several nodes without a scheduler to vouch for them), its scheduler, id and policy. Admin only;
+    audited; 409 for a job that exists already with runs or a registration (change it with PATCH)."""
+    body = await read_model(request, JobIn, svc.settings.server.max_body_bytes)
+    _checked_policy(svc, body)
+
+    def work() -> JobSettingsOut:
+        with transaction(svc.sessions) as session:
+            job_id = job_ids(session, {body.name}, [])[body.name]
+            job = session.get(Job, job_id)
+            assert job is not None
+            if job.member_nodes is not None or job_members(session, [job_id]):
+                raise HTTPException(409, f"job {body.name!r} exists already: PATCH /api/v1/jobs/{job_id}")
+            job.scheduler, job.external_id = body.scheduler or "local", body.external_id
+            job.policy, job.member_nodes = body.policy, body.member_nodes or []
+            audit(session, admin.who, "job.register", job.name, **body.model_dump(exclude={"name"}))
+            return _job_out(job)
+
+    return await run_in_threadpool(work)
+
+
+@router.patch("/jobs/{job_id}", response_model=JobSettingsOut)
+async def change_job(job_id: int, request: Request, admin: AdminDep, svc: ServicesDep) -> JobSettingsOut:
+    """Change what a job's first run (or its registration) set and no later run may change: its scheduler,
+    the scheduler's id and its recovery policy (which decide what a restart does, and to what), and the
+    nodes registered to it. Admin only; audited."""
+    body = await read_model(request, JobSettingsIn, svc.settings.server.max_body_bytes)
+    _checked_policy(svc, body)
     changes = body.model_dump(exclude_unset=True)
 
     def work() -> JobSettingsOut:
@@ -136,8 +184,6 @@ async def change_job(job_id: int, request: Request, admin: AdminDep, svc: Servic
             for key, value in changes.items():
                 setattr(job, key, value)
             audit(session, admin.who, "job.change", job.name, before=before, after=changes)
-            return JobSettingsOut(
-                id=job.id, name=job.name, scheduler=job.scheduler, external_id=job.external_id, policy=job.policy
-            )
+            return _job_out(job)
 
     return await run_in_threadpool(work)

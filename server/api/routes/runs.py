@@ -111,12 +111,15 @@ async def start_run(request: Request, response: Response, node: NodeDep, svc: Se
             if job is None or (body.key is not None and session.scalar(select(Run.id).where(Run.key == body.key))):
                 return None
             members = job_members(session, [job.id]).get(job.id, set())
-            if not members or node.id in members:
+            registered = job.member_nodes
+            if (not members and registered is None) or node.id in members or node.name in (registered or []):
                 return None
             if job.scheduler in ("slurm", "kubernetes") and job.external_id:
                 return JobTarget(job.scheduler, job.external_id)
             raise HTTPException(
-                403, f"job {body.job!r} belongs to the nodes that started its runs; node {node.name} is not one of them"
+                403,
+                f"job {body.job!r} belongs to the nodes that started its runs or an admin registered it to; "
+                f"node {node.name} is not one of them",
             )
 
     if (target := await run_in_threadpool(joining)) is not None:
@@ -138,7 +141,7 @@ async def start_run(request: Request, response: Response, node: NodeDep, svc: Se
             job = session.get(Job, job_id)
             assert job is not None
             lock(session, f"job:{job_id}")  # one first run, across replicas
-            if not job_members(session, [job_id]):  # its first run: this node creates the job
+            if job.member_nodes is None and not job_members(session, [job_id]):  # its first run: this node's
                 job.scheduler, job.external_id = body.scheduler, body.external_id
                 if body.policy is not None:
                     job.policy = body.policy

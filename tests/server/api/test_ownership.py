@@ -114,3 +114,19 @@ def test_an_admin_changes_a_jobs_scheduler_audited_and_a_node_cannot(cluster: Cl
     with cluster.server.services.sessions() as session:
         entry = session.query(AuditEntry).filter_by(action="job.change").one()
         assert entry.target == "llama" and entry.params["before"]["external_id"] == "123"
+
+
+def test_a_job_an_admin_registers_to_nodes_takes_runs_and_reports_from_each_of_them(cluster: Cluster) -> None:
+    """A job run on several nodes with no scheduler to vouch for them: an admin names its nodes first."""
+    job = {"name": "multi", "member_nodes": ["a", "m"]}
+    assert cluster.m.post("/api/v1/jobs", json=job).status_code == 403
+    assert cluster.admin.post("/api/v1/jobs", json=job).status_code == 201
+    assert cluster.admin.post("/api/v1/jobs", json=job).status_code == 409  # once: changes go through PATCH
+    for client, key in ((cluster.m, "multi-m"), (cluster.a, "multi-a")):
+        assert client.post("/api/v1/runs", json={"job": "multi", "key": key}).status_code == 201
+    step = StepReport(job="multi", rank=1, step=3, ts=time.time(), duration_s=1.0)
+    assert cluster.m.post("/api/v1/ingest", content=Batch(batch_id=0, steps=[step]).model_dump_json()).is_success
+    summary = wait_until(lambda: cluster.server.services.jobs.summary("multi"), what="m's step taken")
+    assert summary.ranks[0].last_step == 3 and cluster.metric("gpuwatch_ingest_foreign_job_reports_total") == 0
+    with cluster.server.services.sessions() as session:
+        assert session.query(AuditEntry).filter_by(action="job.register", target="multi").count() == 1
