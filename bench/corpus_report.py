@@ -1,0 +1,183 @@
+"""Accuracy of the rules on the labelled corpus (tests/data/failures), first sight next to final.
+
+A case written from a real public report carries `first_sight`: the reason `gpuwatch diagnose` gave
+the first time the case was run, before any rule was changed for it (with `first_sight_commit`, the
+commit whose rules gave it). That is the honest held-out number: the rules had not seen the text.
+The final number is what the rules say now, over the whole corpus.
+
+    .venv/bin/python bench/corpus_report.py                 # first sight vs final, per reason, confusion
+    .venv/bin/python bench/corpus_report.py --record        # write first_sight into cases that lack it
+    .venv/bin/python bench/corpus_report.py --markdown      # the tables for the README
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tomllib
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gpuwatch.diagnosis.engine import diagnose_rules
+from gpuwatch.diagnosis.model import Diagnosis, LogSource
+from gpuwatch.taxonomy import REASONS
+
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "failures"
+
+
+def load_case(case: Path) -> tuple[dict, list[LogSource]]:
+    """The label and the logs of one case, each log with what the launcher knew about it."""
+    meta = tomllib.loads((case / "case.toml").read_text())
+    files = meta.get("files", {})
+    sources = []
+    for path in sorted(p for p in case.iterdir() if p.is_file() and p.name not in ("case.toml", "README.md")):
+        known = files.get(path.name, {})
+        sources.append(
+            LogSource(
+                file=path.name,
+                lines=path.read_text(errors="replace").splitlines(),
+                node=known.get("node"),
+                rank=known.get("rank"),
+                exit_code=known.get("exit_code"),
+                signal=known.get("signal"),
+            )
+        )
+    return meta, sources
+
+
+def cases(corpus: Path = CORPUS) -> list[Path]:
+    return sorted(p for p in corpus.iterdir() if (p / "case.toml").exists())
+
+
+def run(corpus: Path = CORPUS) -> list[tuple[str, dict, Diagnosis]]:
+    return [(case.name, meta, diagnose_rules(sources)) for case in cases(corpus) for meta, sources in [load_case(case)]]
+
+
+def _category(reason: str) -> str:
+    return REASONS[reason].category
+
+
+def record_first_sight(corpus: Path = CORPUS) -> list[str]:
+    """Write the rules' current answer as `first_sight` into every case that has none yet. Run it
+    before changing any rule for the new cases, and commit the result."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=corpus
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "gpuwatch/diagnosis"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=corpus.parent.parent.parent,
+    ).stdout.strip()
+    if dirty:
+        raise SystemExit("gpuwatch/diagnosis has uncommitted changes: first sight must be the committed rules'")
+    written = []
+    for case in cases(corpus):
+        path = case / "case.toml"
+        text = path.read_text()
+        if "first_sight" in tomllib.loads(text):
+            continue
+        _, sources = load_case(case)
+        got = diagnose_rules(sources).reason
+        head, sep, tail = text.partition("\n[files.")
+        head = head.rstrip("\n") + f'\nfirst_sight = "{got}"\nfirst_sight_commit = "{commit}"\n'
+        path.write_text(head + ("\n" + sep.lstrip("\n") + tail if sep else ""))
+        written.append(f"{case.name}: {got}")
+    return written
+
+
+def _table(rows: list[tuple[str, dict, Diagnosis]], first: bool) -> dict[str, tuple[int, int, int]]:
+    """reason → (cases, right at first sight, right now)."""
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for _, meta, d in rows:
+        r = out[meta["reason"]]
+        r[0] += 1
+        r[1] += first and meta.get("first_sight") == meta["reason"]
+        r[2] += d.reason == meta["reason"]
+    return {k: (v[0], v[1], v[2]) for k, v in out.items()}
+
+
+def report(markdown: bool = False, last: int | None = None) -> str:
+    results = run()
+    new = [r for r in results if "first_sight" in r[1]]
+    if last:
+        new = new[-last:]
+    out: list[str] = []
+
+    def pct(a: int, b: int) -> str:
+        return f"{a}/{b} = {a / b:.1%}" if b else "-"
+
+    first_reason = sum(m["first_sight"] == m["reason"] for _, m, _ in new)
+    first_cat = sum(_category(m["first_sight"]) == _category(m["reason"]) for _, m, _ in new)
+    first_unknown = sum(m["first_sight"] == "unknown" for _, m, _ in new)
+    final_new = sum(d.reason == m["reason"] for _, m, d in new)
+    final_new_cat = sum(d.category == _category(m["reason"]) for _, m, d in new)
+    all_reason = sum(d.reason == m["reason"] for _, m, d in results)
+    all_cat = sum(d.category == _category(m["reason"]) for _, m, d in results)
+    sources = {m.get("source") for _, m, _ in new}
+    out.append(
+        f"real-text cases: {len(new)} from {len(sources)} sources\n"
+        f"  first sight: reason {pct(first_reason, len(new))}, category {pct(first_cat, len(new))}, "
+        f"unknown {pct(first_unknown, len(new))}\n"
+        f"  final:       reason {pct(final_new, len(new))}, category {pct(final_new_cat, len(new))}\n"
+        f"whole corpus: {len(results)} cases; final reason {pct(all_reason, len(results))}, "
+        f"category {pct(all_cat, len(results))}"
+    )
+    per = _table(new, first=True)
+    per_all = _table(results, first=False)
+    if markdown:
+        out.append(
+            "\n| reason | real-text cases | first sight | final | whole corpus: cases | final |"
+            "\n|---|---|---|---|---|---|"
+        )
+        for reason in sorted(per_all):
+            n, f, now = per.get(reason, (0, 0, 0))
+            na, _, nowa = per_all[reason]
+            out.append(f"| `{reason}` | {n} | {f}/{n} | {now}/{n} | {na} | {nowa}/{na} |")
+    else:
+        out.append(f"\n{'reason':24} {'new':>4} {'first':>6} {'final':>6}   {'all':>4} {'final':>6}")
+        for reason in sorted(per_all):
+            n, f, now = per.get(reason, (0, 0, 0))
+            na, _, nowa = per_all[reason]
+            out.append(f"{reason:24} {n:>4} {f:>6} {now:>6}   {na:>4} {nowa:>6}")
+    for title, pairs in (
+        (
+            "first-sight confusion over the real-text cases (expected -> answered: count)",
+            [(m["reason"], m["first_sight"]) for _, m, _ in new],
+        ),
+        (
+            "final confusion over the whole corpus (expected -> answered: count)",
+            [(m["reason"], d.reason) for _, m, d in results],
+        ),
+    ):
+        confusion = Counter(p for p in pairs if p[0] != p[1])
+        out.append(f"\n{title}:" if not markdown else f"\n{title}:\n\n| expected | answered | cases |\n|---|---|---|")
+        for (want, got), k in sorted(confusion.items(), key=lambda x: (-x[1], x[0])):
+            out.append(f"| `{want}` | `{got}` | {k} |" if markdown else f"  {want} -> {got}: {k}")
+    if not markdown:
+        out.append("\nwrong now:")
+        for name, m, d in results:
+            if d.reason != m["reason"]:
+                out.append(f"  {name}: want {m['reason']}, got {d.reason} ({d.rule_id}) {d.explanation[:100]}")
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--record", action="store_true", help="write first_sight into the cases without one")
+    parser.add_argument("--markdown", action="store_true", help="tables for the README")
+    parser.add_argument("--last", type=int, help="first sight over the last N real-text cases only")
+    args = parser.parse_args()
+    if args.record:
+        for line in record_first_sight():
+            print(line)
+        return
+    print(report(markdown=args.markdown, last=args.last))
+
+
+if __name__ == "__main__":
+    main()
