@@ -61,8 +61,9 @@ def _category(reason: str) -> str:
 
 
 def record_first_sight(corpus: Path = CORPUS) -> list[str]:
-    """Write the rules' current answer as `first_sight` into every case that has none yet. Run it
-    before changing any rule for the new cases, and commit the result."""
+    """Write the rules' current answer as `first_sight` into every real-text case (one with a `format`
+    beside its `source`) that has none yet. Run it before changing any rule for the new cases, and
+    commit the result."""
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=corpus
     ).stdout.strip()
@@ -79,8 +80,9 @@ def record_first_sight(corpus: Path = CORPUS) -> list[str]:
     for case in cases(corpus):
         path = case / "case.toml"
         text = path.read_text()
-        if "first_sight" in tomllib.loads(text):
-            continue
+        meta = tomllib.loads(text)
+        if "first_sight" in meta or "format" not in meta:
+            continue  # recorded already, or one of the synthetic cases (they name no public source)
         _, sources = load_case(case)
         got = diagnose_rules(sources).reason
         head, sep, tail = text.partition("\n[files.")
