@@ -14,15 +14,15 @@ ChildFailedError summary names the first failing rank and host; candidates of th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 
 from gpuwatch.diagnosis.model import Diagnosis, Evidence, LogSource
-from gpuwatch.diagnosis.normalize import normalize
+from gpuwatch.diagnosis.normalize import normalize, syslog_host
 from gpuwatch.diagnosis.rules import Rule, RuleSet, load_rules
-from gpuwatch.diagnosis.xid import APPLICATION_XIDS, XID_LINE, xid_reason
+from gpuwatch.diagnosis.xid import APPLICATION_XIDS, xid_code, xid_reason
 
 #: Below this the rules are "not confident" and the LLM analyser, when configured, is asked.
 CONFIDENT = 0.7
@@ -35,6 +35,17 @@ _FRAMEWORK_PATH = re.compile(r"site-packages|dist-packages|/torch/|/deepspeed/|/
 _ISO_TS = re.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d+))?")
 _ROOT_CAUSE_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
 _ROOT_CAUSE_HOST = re.compile(r"^\s*host\s*:\s*(\S+)")
+# Files a node writes about itself, named for it: kern-gpu-a12.log, dmesg_gpu-a12.txt, syslog-dgx-3.log.
+_NODE_FILE = re.compile(
+    r"^(?:kern|kernel|dmesg|syslog|messages|journal|journalctl|netconsole|nvidia-smi|epilog|prolog|"
+    r"nvidia-device-plugin|device-plugin|dcgm|fabricmanager)[-_](?P<host>[A-Za-z][\w.-]*?)\.(?:log|txt|out)$"
+)
+# Signs that a run went on after an error (so the error was survived, not fatal): training progress.
+_PROGRESS = re.compile(
+    r"(?i)\b(?:step|iter(?:ation)?|epoch|it|global_step)\b\W{0,3}\[?\s*\d+.{0,120}\b(?:loss|lr|learning.rate)\b"
+    r"|\d+/\d+ \[(?:\d+:)?\d+:\d+<"
+)
+_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 _SCRIPT_EXCEPTIONS = frozenset(
     {
         "KeyError",
@@ -88,7 +99,7 @@ def _ruleset(user_dir: str | None) -> RuleSet:
 
     return RuleSet(
         load_rules(Path(user_dir) if user_dir else None),
-        extra_keywords=("traceback", "nvrm: xid", "nvml xid event", "root cause"),
+        extra_keywords=("traceback", "xid", "root cause"),
     )
 
 
@@ -108,6 +119,8 @@ class _Scanner:
     def __init__(self, source: LogSource, rules: RuleSet) -> None:
         self.source = source
         self.rules = rules
+        named = _NODE_FILE.match(source.file.rsplit("/", 1)[-1])
+        self.node = source.node or (named.group("host") if named else None)
         self.found: list[Candidate] = []
         self.root_rank: int | None = None
         self.root_host: str | None = None
@@ -133,7 +146,7 @@ class _Scanner:
                 self._line(j, lines[j], inner, self.root_rank, total)  # its inline traceback, if any
                 j += 1
             return j + 1
-        if not text.startswith("Traceback (most recent call last)"):
+        if "Traceback (most recent call last)" not in text:
             self._line(i, raw, text, prefix_rank, total)
             return i + 1
         # Python's "Exception ignored in: ..." tracebacks (a destructor failing during shutdown) are noise.
@@ -163,9 +176,8 @@ class _Scanner:
 
     def _line(self, i: int, raw: str, text: str, rank: int | None, total: int) -> list[Candidate]:
         added = []
-        xid = XID_LINE.search(text)
-        if xid:
-            code = int(xid.group("xid"))
+        code = xid_code(text)
+        if code is not None:
             reason = xid_reason(code)
             if reason is not None:
                 added.append(self._add(i, raw, rank, total, reason, "root", 0.95, 100, f"xid-{code}"))
@@ -214,13 +226,30 @@ class _Scanner:
             priority=priority,
             rule_id=rule_id,
             evidence=Evidence(self.source.file, i + 1, raw.rstrip("\r\n")[:2000]),
-            node=self.source.node,
+            node=self.node or syslog_host(raw),
             rank=self.source.rank if self.source.rank is not None else rank,
             when=_timestamp(raw),
             position=i / total,
         )
         self.found.append(candidate)
         return candidate
+
+
+def _survived(found: list[Candidate], lines: Sequence[str]) -> list[Candidate]:
+    """Root candidates of one file that the run went on from: a later root candidate of another reason
+    follows, and training progress (a step or iteration line, a tqdm bar) lies between them. An OOM
+    caught and retried, a "size mismatch" warning at fine-tune start, a transient error: these are not
+    what ended the run, the later error is. They become cascades (the answer only when nothing else is)."""
+    roots = sorted((c for c in found if c.role == "root" and c.evidence.line > 0), key=lambda c: c.evidence.line)
+    out = list(found)
+    for c in roots:
+        later = next((d for d in roots if d.evidence.line > c.evidence.line and d.reason != c.reason), None)
+        if later is None:
+            continue
+        between = lines[c.evidence.line : min(later.evidence.line - 1, c.evidence.line + 5000)]
+        if any(_PROGRESS.search(line) for line in between):
+            out[out.index(c)] = replace(c, role="cascade", rule_id=f"{c.rule_id} (survived)")
+    return out
 
 
 def _from_exit(source: LogSource) -> Candidate | None:
@@ -248,7 +277,7 @@ def scan(sources: Iterable[LogSource], rules_dir: str | None = None) -> tuple[li
     for source in sources:
         scanner = _Scanner(source, rules)
         scanner.scan()
-        found += scanner.found
+        found += _survived(scanner.found, source.lines) if len(scanner.found) > 1 else scanner.found
         root_rank = root_rank if root_rank is not None else scanner.root_rank
         root_host = root_host or scanner.root_host
         exit_candidate = _from_exit(source)

@@ -6,6 +6,14 @@ from __future__ import annotations
 import re
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# A tqdm bar that a message was glued to (the bar ends in "\r", the collector kept one line):
+# "Epoch 3:  41%|████      | 2011/4900 [31:12<44:50,  1.07it/s, loss=0.611]Traceback (most ...".
+_TQDM_BAR = re.compile(r"^[^\n]*?\d+/\d+ \[(?:\d+:)?\d+:\d+<[^\]]*\]")
+# syslog's "May  1 12:34:56 host kernel: ..." and journalctl's short-iso/precise forms: the host field.
+_SYSLOG_HOST = re.compile(
+    r"^(?:[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)"
+    r" (?P<host>[A-Za-z][\w.-]*) (?:kernel|nvidia-\w+|nv-fabricmanager|slurmd|kubelet|dcgm\w*|systemd)(?:\[\d+\])?:"
+)
 # One prefix at a time from the left, until none matches.
 _PREFIXES = (
     re.compile(r"^\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ :,-]*"),
@@ -13,6 +21,7 @@ _PREFIXES = (
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ (?:kernel: )?"),  # syslog: May  1 12:34:56 host kernel:
     re.compile(r"^\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+"),
     re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s*[:|-]?\s+", re.I),
+    _TQDM_BAR,
 )
 # Launcher prefixes that carry the rank: torch's [rank3]:, torchrun's [default3]:, mpirun's [1,3]<stderr>:,
 # srun -l's "3: ".
@@ -41,3 +50,9 @@ def normalize(line: str) -> tuple[str, int | None]:
                 rank = rank if rank is not None else int(m.group(1))
                 text, changed = text[m.end() :], True
     return text.strip(), rank
+
+
+def syslog_host(line: str) -> str | None:
+    """The host field of a syslog or journalctl line (the node that wrote it), else None."""
+    m = _SYSLOG_HOST.match(_ANSI.sub("", line))
+    return m.group("host") if m else None
