@@ -22,6 +22,9 @@ _PREFIXES = (
     re.compile(r"^\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+"),
     re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s*[:|-]?\s+", re.I),
     _TQDM_BAR,
+    # Ray and vLLM name the process that wrote a line: "(RayTrainWorker pid=41233, ip=10.4.3.95) ",
+    # "(EngineCore pid=169) " (vLLM's "(VllmWorker rank=3 pid=226)" carries a rank: below)
+    re.compile(r"^\((?:[A-Za-z_][\w.]*\s)?pid=\d+(?:, ip=[\d.]+)?\)\s*"),
 )
 # Launcher prefixes that carry the rank: torch's [rank3]:, torchrun's [default3]:, mpirun's [1,3]<stderr>:,
 # srun -l's "3: ".
@@ -30,6 +33,7 @@ _RANK_PREFIXES = (
     re.compile(r"^\[default(\d+)\]:\s?"),
     re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>:\s?"),
     re.compile(r"^(\d{1,5}): "),
+    re.compile(r"^\(\w+ rank=(\d+) pid=\d+\)\s*"),
 )
 
 
