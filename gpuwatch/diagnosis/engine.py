@@ -45,7 +45,13 @@ _PROGRESS = re.compile(
     r"(?i)\b(?:step|iter(?:ation)?|epoch|it|global_step)\b\W{0,3}\[?\s*\d+.{0,120}\b(?:loss|lr|learning.rate)\b"
     r"|\d+/\d+ \[(?:\d+:)?\d+:\d+<"
 )
-_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+# A node named by the failure message itself: Slurm's "Node failure on X", "*** JOB N ON X CANCELLED ...
+# DUE TO NODE FAILURE", kubectl's "X   NotReady", Ray's "node name: X".
+_NODE_IN_TEXT = re.compile(
+    r"Node failure on (?P<a>[A-Za-z][\w.-]*)"
+    r"|\*\*\* (?:JOB|STEP) \S+ ON (?P<b>[A-Za-z][\w.-]*) CANCELLED AT \S+ DUE TO NODE FAIL"
+    r"|^(?P<c>[A-Za-z][\w.-]*)\s+NotReady\b"
+)
 _SCRIPT_EXCEPTIONS = frozenset(
     {
         "KeyError",
@@ -226,13 +232,20 @@ class _Scanner:
             priority=priority,
             rule_id=rule_id,
             evidence=Evidence(self.source.file, i + 1, raw.rstrip("\r\n")[:2000]),
-            node=self.node or syslog_host(raw),
+            node=self.node or syslog_host(raw) or _node_in_text(raw, reason),
             rank=self.source.rank if self.source.rank is not None else rank,
             when=_timestamp(raw),
             position=i / total,
         )
         self.found.append(candidate)
         return candidate
+
+
+def _node_in_text(raw: str, reason: str) -> str | None:
+    if reason != "node_failure":
+        return None
+    m = _NODE_IN_TEXT.search(raw)
+    return next((g for g in m.groups() if g), None) if m else None
 
 
 def _survived(found: list[Candidate], lines: Sequence[str]) -> list[Candidate]:
