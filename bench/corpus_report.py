@@ -129,6 +129,15 @@ def report(markdown: bool = False, last: int | None = None) -> str:
         f"whole corpus: {len(results)} cases; final reason {pct(all_reason, len(results))}, "
         f"category {pct(all_cat, len(results))}"
     )
+    batches: dict[str, list[dict]] = defaultdict(list)
+    for _, m, _ in new:
+        batches[m.get("first_sight_commit", "?")].append(m)
+    if len(batches) > 1:
+        out.append("first sight per batch (each measured on the rules of the commit named, before any change for it):")
+        for commit, ms in batches.items():
+            ok = sum(m["first_sight"] == m["reason"] for m in ms)
+            cat = sum(_category(m["first_sight"]) == _category(m["reason"]) for m in ms)
+            out.append(f"  {commit}: {len(ms)} cases, reason {pct(ok, len(ms))}, category {pct(cat, len(ms))}")
     per = _table(new, first=True)
     per_all = _table(results, first=False)
     if markdown:
