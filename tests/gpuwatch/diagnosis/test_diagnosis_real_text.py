@@ -1,0 +1,364 @@
+"""The classes of misses found by running real failure reports through the rules (issue 19), each
+pinned by real text: the error messages are verbatim from the public reports named in each test (hosts,
+paths and pids made up). The corpus (tests/data/failures, cases with a `format`) holds the full cases.
+Log lines are kept whole, as programs print them: a wrapped line is not the line the rules meet."""
+# ruff: noqa: E501
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwatch.diagnosis.engine import diagnose_rules
+from gpuwatch.diagnosis.model import LogSource
+from gpuwatch.diagnosis.normalize import normalize, syslog_host
+from gpuwatch.diagnosis.xid import fatal_xid_in_line, xid_code
+
+
+def _src(name: str, text: str, **kw: object) -> LogSource:
+    return LogSource(file=name, lines=text.strip("\n").splitlines(), **kw)  # type: ignore[arg-type]
+
+
+def _reason(text: str, name: str = "train.log") -> str:
+    return diagnose_rules([_src(name, text)]).reason
+
+
+# ---------------------------------------------------------------- one phrasing per signature
+
+
+def test_a_device_plugin_xid_blames_the_gpu_and_the_node_named_by_the_file() -> None:
+    """NVIDIA/k8s-device-plugin#189: the Xid only in the plugin's XidCriticalError line; the pod log
+    shows a bare CUDA error that would otherwise be cuda_error (restart without excluding the node)."""
+    plugin = _src(
+        "nvidia-device-plugin-gke-a100-pool-3b9c.log",
+        """
+2024/03/04 02:41:55 XidCriticalError: Xid=48 on Device=GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8, the device will go unhealthy.
+2024/03/04 02:41:55 'nvidia.com/gpu' device marked unhealthy: GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8
+""",
+    )
+    pod = _src("trainer-0.log", "RuntimeError: CUDA error: unspecified launch failure")
+    d = diagnose_rules([pod, plugin])
+    assert (d.reason, d.action, d.node) == ("gpu_hardware", "restart_exclude_node", "gke-a100-pool-3b9c")
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        ("NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.", 79),  # open-gpu-kernel-modules#1151
+        ("XidCriticalError: Xid=48 on Device=GPU-7540a9b3, the device will go unhealthy.", 48),  # k8s-device-plugin
+        ("XID 48 An uncorrectable double bit error (DBE) has been detected on GPU (0000:3b:00.0)", 48),  # NVIDIA docs
+        ("NVML Xid event (GPU 3): 94", 94),
+        # open-gpu-kernel-modules#1150: the cleanup Xid 45 names the NVLink Xid that caused it
+        ("NVRM: Xid (PCI:0000:ed:00): 45, pid=1818992, name=python3, Ch 0000000c caused by previous Xid 145", 145),
+        # leptonai/gpud#1160: a Blackwell NVLink Xid, missing from a table written before it
+        ("NVRM: Xid (PCI:0000:00:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 0x00000000)", 149),
+    ],
+)
+def test_xids_are_read_from_every_emitter(line: str, code: int) -> None:
+    assert xid_code(line) == code
+    assert fatal_xid_in_line(line) == code
+
+
+def test_an_application_xid_alone_is_not_hardware_and_a_number_is_not_an_xid() -> None:
+    assert fatal_xid_in_line("NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM") is None
+    assert xid_code("timeout after xid 5 ms") is None
+
+
+def test_blackwell_nvlink_xids_are_nvlink_errors_on_the_node_of_the_kernel_log() -> None:
+    kern = _src(
+        "kern-b200-n12.log",
+        """
+[88123.441201] NVRM: Xid (PCI:0000:00:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)
+[88123.552114] NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149
+""",
+    )
+    d = diagnose_rules([kern])
+    assert (d.reason, d.node) == ("nvlink_error", "b200-n12")
+
+
+def test_syslog_and_dmesg_t_forms_name_their_node() -> None:
+    """open-gpu-kernel-modules#1151 in syslog form: the host field is the node to drain."""
+    syslog = _src(
+        "syslog",
+        """
+May 23 14:02:11 dgx-a41 kernel: NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.
+May 23 14:02:11 dgx-a41 kernel: NVRM: kgspRcAndNotifyAllChannels_IMPL: RC all channels for critical error 79.
+""",
+    )
+    assert syslog_host(syslog.lines[0]) == "dgx-a41"
+    d = diagnose_rules([syslog, _src("train.log", "[rank1]: ncclUnhandledCudaError: Call to CUDA function failed.")])
+    assert (d.reason, d.node) == ("gpu_hardware", "dgx-a41")
+    dmesg_t = (
+        "[Mon Mar 30 09:12:41 2026] nvidia-nvswitch3: SXid (PCI:0000:07:00.0): 20034, Fatal, Link 33 LTSSM Fault Up"
+    )
+    assert diagnose_rules([_src("dmesg-miller.txt", dmesg_t)]).node == "miller"  # cihlab/fics-cluster-guide#53
+
+
+def test_a_lost_gpu_without_an_xid_is_hardware_and_corrected_pcie_errors_are_noise() -> None:
+    """rwth-i6/returnn#1486: corrected AER errors, then nvidia-smi cannot reach the GPU."""
+    aer = """
+[  +0.000316] pcieport 0000:00:03.0: AER: Corrected error received: 0000:00:03.0
+[  +0.000005] pcieport 0000:00:03.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, (Transmitter ID)
+"""
+    assert _reason(aer, "dmesg.txt") == "unknown"
+    lost = aer + "Unable to determine the device handle for GPU0000:03:00.0: Unknown Error\n"
+    assert _reason(lost, "dmesg.txt") == "gpu_hardware"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # hiyouga/LlamaFactory#6953
+        "[rank144]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 144] Heartbeat monitor timed out! Process will be "
+        "terminated after dumping debug info. workMetaList_.size()=1",
+        # salesforce/MUST#7
+        "[E ProcessGroupNCCL.cpp:341] Some NCCL operations have failed or timed out. Due to the asynchronous nature "
+        "of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+    ],
+)
+def test_nccl_hangs_worded_other_than_the_watchdog_sentence(line: str) -> None:
+    assert _reason(line) == "nccl_timeout"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # NVIDIA/nccl#1814
+        "hostname-test:980:1322 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer "
+        "10.87.88.182<55921> with status=12 opcode=1 len=0 vendor err 129 (Send) localGid ::ffff:29.87.4.221",
+        # NVIDIA/nccl#1664
+        "worker-node1:2304:2351 [5] NCCL WARN NET/IBP:Got completion from peer 7.6.13.83<36315> with status=12 "
+        "opcode=32698 len=32696 vendor err 129 (Send)",
+        # NVIDIA/nccl#230
+        "container-57:815:864 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error",
+    ],
+)
+def test_infiniband_errors_by_status_number_and_async_event(line: str) -> None:
+    assert _reason(line) == "network_error"
+
+
+def test_the_ib_error_inside_a_remote_error_line_is_the_cause() -> None:
+    """tatsu-lab/stanford_alpaca#207: one line with the watchdog's words, ncclRemoteError and, last, the
+    IB completion error that explains them."""
+    line = (
+        "[E ProcessGroupNCCL.cpp:455] Some NCCL operations have failed or timed out. terminate called after throwing "
+        "an instance of 'std::runtime_error' what(): NCCL error: remote process exited or there was a network error, "
+        "NCCL version 2.14.3 ncclRemoteError: A call failed possibly due to a network error or a remote process "
+        "exiting prematurely. Last error: NET/IB : Got completion from peer 11.214.147.122<39138> with error 12, "
+        "opcode 0, len 0, vendor err 129"
+    )
+    assert _reason(line) == "network_error"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # hpcaitech/ColossalAI#3514
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 (pid: 812917) of "
+        "binary: /data/env/bin/python",
+        # resistzzz/Prompt4NR#3
+        "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL",
+        # kubernetes/kubernetes#19825
+        "    State:          Terminated\n      Reason:       Error\n      Exit Code:    137",
+    ],
+)
+def test_kills_written_in_the_text_are_host_oom(text: str) -> None:
+    assert _reason(text) == "host_oom"
+
+
+def test_a_kill_written_in_text_loses_to_the_preemption_that_caused_it() -> None:
+    text = """
+slurmstepd: error: *** JOB 494583 ON gpu-n17 CANCELLED AT 2024-04-20T09:09:37 DUE TO PREEMPTION ***
+ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 8180) of binary: /usr/bin/python3
+"""
+    assert _reason(text) == "preempted"
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("slurmstepd: error: execve(): start-agent.sh: Permission denied", "permission_error"),  # wandb_on_slurm#5
+        ("-bash: line 1: /var/spool/torque/mom_priv/jobs/0.mybox.SC: Permission denied", "permission_error"),
+        ("scripts/train-pt.sh: line 30: torchrun: command not found", "file_not_found"),  # Chinese-Mixtral#23
+        ("/bin/sh: 1: torchrun: not found", "file_not_found"),  # LlamaFactory#5216
+        (
+            "slurmstepd: error: execve(): /tmp/slurmd/job2997814/slurm_script: No such file or directory",
+            "file_not_found",
+        ),
+    ],
+)
+def test_shell_and_launcher_errors_without_an_errno(line: str, reason: str) -> None:
+    assert _reason(line) == reason
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        # facebookresearch/SlowFast#443: SIGSEGV is a decode crash, not the OOM killer
+        ("RuntimeError: DataLoader worker (pid 26471) is killed by signal: Segmentation fault.", "dataloader_error"),
+        ("ERROR: Unexpected segmentation fault encountered in worker.", "dataloader_error"),  # STVIR/pysot#140
+        ("RuntimeError: DataLoader worker (pid 5678) is killed by signal: Killed.", "host_oom"),
+    ],
+)
+def test_dataloader_workers_killed_by_other_signals(line: str, reason: str) -> None:
+    assert _reason(line) == reason
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # mxfold/mxfold2#20
+        "RuntimeError: [enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: can't allocate memory: you "
+        "tried to allocate 132426121216 bytes. Error code 12 (Cannot allocate memory)",
+        "terminate called after throwing an instance of 'std::bad_alloc'",
+    ],
+)
+def test_host_allocator_failures_are_host_oom(line: str) -> None:
+    assert _reason(line) == "host_oom"
+
+
+def test_a_checkpoint_write_failing_without_enospc_is_storage() -> None:
+    """zai-org/ChatGLM-6B#1166: raised inside torch.save, so the frame alone would say framework_error."""
+    text = """
+Traceback (most recent call last):
+  File "/env/lib/python3.9/site-packages/torch/serialization.py", line 441, in save
+    _save(obj, opened_zipfile, pickle_module, pickle_protocol)
+  File "/env/lib/python3.9/site-packages/torch/serialization.py", line 668, in _save
+    zip_file.write_record(name, storage.data_ptr(), num_bytes)
+RuntimeError: [enforce fail at inline_container.cc:471] . PytorchStreamWriter failed writing file data/3: file write failed
+"""
+    assert _reason(text) == "storage_error"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "FloatingPointError: Loss became infinite or NaN at iteration=531!",  # detectron2#214
+        "ValueError: Network outputs is NAN! Stop Training",  # lizhou-cs/JointNLT#18
+        "Loss is nan, stopping training",  # Intellindust-AI-Lab/DEIM#96
+    ],
+)
+def test_divergence_in_other_words(line: str) -> None:
+    assert _reason(line) == "loss_divergence"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # ray-project/ray#44680
+        "2024-04-11 16:38:16,464\tWARNING worker.py:2037 -- The node with node id: 4c44 and address: 10.4.3.95 and "
+        "node name: 10.4.3.95 has been marked dead because the detector has missed too many heartbeats from it. "
+        "This can happen when a \t(1) raylet crashes unexpectedly (OOM, preempted node, etc.)",
+        # kubernetes/kubernetes#62389
+        "k8s-node2    NotReady   <none>    2h        v1.10.0",
+    ],
+)
+def test_ray_and_kubernetes_node_deaths(text: str) -> None:
+    assert _reason(text) == "node_failure"
+
+
+# ---------------------------------------------------------------- priority beats context
+
+
+def test_a_survived_oom_does_not_beat_the_fatal_error_after_it() -> None:
+    """fairseq#2867's recovered OOM, hundreds of updates, then returnn#1829's failed checkpoint write."""
+    text = """
+2020-11-06 22:55:35 | WARNING | fairseq.trainer | OOM: Ran out of memory with exception: CUDA out of memory. Tried to allocate 28.00 MiB (GPU 1; 10.92 GiB total capacity; 10.13 GiB already allocated; 13.38 MiB free; 10.33 GiB reserved in total by PyTorch)
+2020-11-06 22:55:35 | WARNING | fairseq.trainer | attempting to recover from OOM in forward/backward pass
+2020-11-06 22:57:12 | INFO | train_inner | epoch 002:   4600 / 21194 loss=2.311, nll_loss=0.912, ppl=1.88, wps=4211.3, ups=1.02, num_updates=25800, lr=1.2e-05
+2020-11-06 23:10:40 | INFO | train_inner | epoch 002:   5400 / 21194 loss=2.298, nll_loss=0.904, ppl=1.87, wps=4230.8, ups=1.02, num_updates=26600, lr=1.2e-05
+Traceback (most recent call last):
+  File "/env/lib/python3.6/site-packages/torch/serialization.py", line 1266, in _save
+    zip_file.write_record(name, storage, num_bytes)
+RuntimeError: [enforce fail at inline_container.cc:857] . PytorchStreamWriter failed writing file data/322: file write failed
+"""
+    d = diagnose_rules([_src("train.log", text)])
+    assert d.reason == "storage_error"
+    assert "gpu_oom" in d.explanation  # still reported, as a consequence
+
+
+def test_an_oom_that_ends_the_run_is_not_survived() -> None:
+    """fairseq#869: the OOM batch is skipped and the process dies at once: no progress in between."""
+    text = """
+| WARNING: ran out of memory with exception: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.93 GiB total capacity; 7.20 GiB already allocated; 17.56 MiB free; 46.25 MiB cached);
+ Skipping batch
+Traceback (most recent call last):
+  File "./fairseq/train.py", line 306, in <module>
+    cli_main()
+Exception:
+"""
+    assert _reason(text) == "gpu_oom"
+
+
+# ---------------------------------------------------------------- tracebacks after a tqdm bar
+
+
+def test_a_traceback_glued_to_a_tqdm_bar_is_followed() -> None:
+    """SWivid/F5-TTS#458: the bar ends in a carriage return the collector did not keep."""
+    text = """
+Epoch 4/5:   0%|                 | 0/33 [00:01<?, ?step/s, loss=0.688, step=100][rank0]: Traceback (most recent call last):
+[rank0]:   File "/opt/conda/envs/venv/lib/python3.10/site-packages/torch/serialization.py", line 652, in save
+[rank0]:     _save(obj, opened_zipfile, pickle_module, pickle_protocol, _disable_byteorder_record)
+[rank0]:   File "/opt/conda/envs/venv/lib/python3.10/site-packages/torch/serialization.py", line 866, in _save
+[rank0]:     zip_file.write_record('data.pkl', data_value, len(data_value))
+[rank0]: RuntimeError: [enforce fail at inline_container.cc:778] . PytorchStreamWriter failed writing file data.pkl: file write failed
+"""
+    assert normalize(text.strip().splitlines()[0]) == ("Traceback (most recent call last):", 0)
+    d = diagnose_rules([_src("train.log", text)])
+    assert (d.reason, d.rank, d.evidence[0].line) == ("storage_error", 0, 6)
+
+
+def test_a_user_exception_after_a_tqdm_bar_is_classified_by_its_frame() -> None:
+    """yolov7#1153's shape: a tqdm bar, then a KeyError raised in the user's test.py (the traceback header
+    starts its own line here, the exception is classified by the last frame: user code)."""
+    text = """
+               Class      Images      Labels           P           R      mAP@.5  mAP@.5:.95:   0% 0/7 [00:00<?, ?it/s]Traceback (most recent call last):
+  File "train.py", line 562, in <module>
+    train(hyp, opt, device, tb_writer)
+  File "/content/drive/yolov7/test.py", line 200, in <listcomp>
+    "domain": "pixel"} for *xyxy, conf, cls in pred.tolist()]
+KeyError: 0.64453125
+"""
+    assert _reason(text) == "script_error"
+
+
+def test_a_launcher_error_glued_to_a_tqdm_bar_keeps_its_meaning() -> None:
+    """zai-org/ChatGLM2-6B#525."""
+    line = (
+        "Loading checkpoint shards:  57% 4/7 [00:37<00:28,  9.42s/it]ERROR:torch.distributed.elastic.multiprocessing"
+        ".api:failed (exitcode: -9) local_rank: 0 (pid: 8180) of binary: /usr/bin/python3"
+    )
+    assert _reason(line) == "host_oom"
+
+
+# ---------------------------------------------------------------- the message first, the frame second
+
+
+def test_an_argument_error_raised_inside_transformers_is_an_argument_error() -> None:
+    """CircleRadon/TokenPacker#23: the last frame is hf_argparser.py (framework code)."""
+    text = """
+Traceback (most recent call last):
+  File "/root/LLaVA/llava/train/train.py", line 793, in train
+    model_args, data_args, training_args = parser.parse_args_into_dataclasses()
+  File "/root/miniconda3/envs/llava/lib/python3.10/site-packages/transformers/hf_argparser.py", line 348, in parse_args_into_dataclasses
+    raise ValueError(f"Some specified arguments are not used by the HfArgumentParser: {remaining_args}")
+ValueError: Some specified arguments are not used by the HfArgumentParser: ['--scale_factor', '2']
+"""
+    assert _reason(text) == "argument_error"
+
+
+def test_a_process_prefix_does_not_hide_the_exception() -> None:
+    """kaito-project/kaito#2086: vLLM writes '(EngineCore pid=169) ' before every line."""
+    text = (
+        "(EngineCore pid=169) ImportError: libcudart.so.13: cannot open shared object file: No such file or directory"
+    )
+    assert _reason(text) == "import_error"
+    assert normalize("(VllmWorker rank=3 pid=226) WorkerProc hit an exception.") == ("WorkerProc hit an exception.", 3)
+
+
+# ---------------------------------------------------------------- nodes named by the text
+
+
+def test_a_node_failure_names_the_node_its_message_names() -> None:
+    """nebius/soperator#854."""
+    d = diagnose_rules([_src("salloc.log", "salloc: error: Node failure on worker-1")])
+    assert (d.reason, d.node) == ("node_failure", "worker-1")
