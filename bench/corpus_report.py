@@ -166,6 +166,9 @@ def report(markdown: bool = False, last: int | None = None) -> str:
         ),
     ):
         confusion = Counter(p for p in pairs if p[0] != p[1])
+        if not confusion:
+            out.append(f"\n{title}: none")
+            continue
         out.append(f"\n{title}:" if not markdown else f"\n{title}:\n\n| expected | answered | cases |\n|---|---|---|")
         for (want, got), k in sorted(confusion.items(), key=lambda x: (-x[1], x[0])):
             out.append(f"| `{want}` | `{got}` | {k} |" if markdown else f"  {want} -> {got}: {k}")
