@@ -88,7 +88,12 @@ class ServerSettings(_Group):
     hang_timeout_s: float = Field(default=600.0, gt=0, description="default; a job may set its own")
     hang_check_s: float = Field(default=1.0, gt=0, description="how often jobs are checked for hangs")
     max_rank_series: int = Field(default=64, ge=1, description="jobs with more ranks export job-level series only")
-    read_auth: bool = Field(default=False, description="GET /api/v1/… needs a token too (any role)")
+    read_auth: bool = Field(
+        default=False, description="GET /api/v1/… needs a token too (any role); a node's token reads only its own logs"
+    )
+    read_max_bytes: int = Field(
+        default=8 * 2**20, ge=1024, description="text a log or event read returns at most; page for the rest"
+    )
     rate_limit_per_s: float = Field(default=50.0, ge=0, description="requests per second per node token; 0: off")
     rate_limit_burst: int = Field(default=500, ge=1, description="requests a node may make at once above the rate")
     ssl_certfile: Path | None = Field(default=None, description="serve HTTPS with this certificate (PEM)")

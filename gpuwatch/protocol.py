@@ -7,9 +7,12 @@ the server rejects batches newer than it understands with a 422 that says so.
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any, TypeVar, Union, get_args
 
+from annotated_types import Ge, Le, MaxLen
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 #: 2 added `Batch.series` (samples column by column). Agents send series only to a server whose
@@ -25,6 +28,18 @@ INT64 = 2**63 - 1
 MAX_CLOCK_OFFSET_S = 4e9
 #: Most items of one kind in one batch; the agent splits larger backlogs over several batches.
 MAX_BATCH_ITEMS = 20_000
+#: Free-form ``data`` of an event: containers nested at most this deep, at most this many bytes as JSON.
+#: Deeper data was stored and then broke every read of /api/v1/events (docs/security.md).
+MAX_DATA_DEPTH = 8
+MAX_DATA_BYTES = 16_384
+#: Most keys of a counter map (``dropped``, an InfiniBand port's ``errors``): each key is a label value.
+MAX_COUNTER_KEYS = 64
+#: Largest Xid code accepted (NVIDIA's run to about 160): a code is a label value and an integer column.
+MAX_XID = 1023
+#: Timestamps are accepted this far before and after the server's clock: generous for a spool replayed
+#: after a long outage and for a skewed clock, tight enough that every reader can turn them into dates.
+TS_PAST_S = 366 * 86_400
+TS_FUTURE_S = 86_400
 
 
 class Api:
@@ -61,8 +76,13 @@ _Name = Field(min_length=1, max_length=255)
 
 
 class _Model(BaseModel):
-    # Unknown fields are ignored so an older server accepts a newer agent's optional additions.
-    model_config = ConfigDict(extra="ignore")
+    # Unknown fields are ignored so an older server accepts a newer agent's optional additions. No float
+    # is infinite (1e400 parses as one): msgspec refuses those already, and /metrics would export ``inf``.
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+
+#: A counter map: a bounded number of named, non-negative counts.
+Counters = Annotated[dict[Annotated[str, MaxLen(64)], Annotated[int, Ge(0), Le(INT64)]], MaxLen(MAX_COUNTER_KEYS)]
 
 
 class GpuInfo(_Model):
@@ -205,6 +225,53 @@ def series_length_errors(series: Sequence[Any]) -> list[tuple[int, str, str]]:
     return out
 
 
+#: The item lists of a `Batch` whose items carry a ``ts`` (a series carries a list of them).
+_TIMED = ("samples", "logs", "events", "steps", "checkpoints", "ib")
+
+
+def batch_errors(batch: Any, now: float) -> list[tuple[tuple[Any, ...], str]]:
+    """(location, why) for each value of ``batch`` (a `Batch` or the server's decoding of one) that its
+    fields' static bounds cannot refuse but a reader could not use: a timestamp outside
+    [now - `TS_PAST_S`, now + `TS_FUTURE_S`], event ``data`` nested too deep, too large or holding a
+    non-finite number, an ``xid`` event without an integer code."""
+    lo, hi = now - TS_PAST_S, now + TS_FUTURE_S
+    out: list[tuple[tuple[Any, ...], str]] = []
+    window = f"outside the accepted window around the server's clock ({lo:.0f} to {hi:.0f})"
+    for kind in _TIMED:
+        for n, item in enumerate(getattr(batch, kind)):
+            if not lo <= item.ts <= hi:
+                out.append(((kind, n, "ts"), f"timestamp {item.ts!r} {window}"))
+    for n, s in enumerate(batch.series):
+        if s.ts and not (lo <= min(s.ts) and max(s.ts) <= hi):
+            i = next(i for i, t in enumerate(s.ts) if not lo <= t <= hi)
+            out.append((("series", n, "ts", i), f"timestamp {s.ts[i]!r} {window}"))
+    for n, ev in enumerate(batch.events):
+        if why := data_error(ev.data):
+            out.append((("events", n, "data"), why))
+        elif ev.kind == "xid":
+            code = ev.data.get("xid")
+            if type(code) is not int or not 0 <= code <= MAX_XID:
+                out.append((("events", n, "data", "xid"), f"an xid event's code is an integer, 0 to {MAX_XID}"))
+    return out
+
+
+def data_error(data: Any) -> str | None:
+    """Why free-form ``data`` cannot be stored for every reader (too deep, too large, a non-finite
+    number), or None."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth > MAX_DATA_DEPTH:
+                return f"nested deeper than {MAX_DATA_DEPTH}"
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            return "a number that is not finite"
+    if len(json.dumps(data, ensure_ascii=False).encode()) > MAX_DATA_BYTES:
+        return f"over {MAX_DATA_BYTES} bytes as JSON"
+    return None
+
+
 class JobProcess(_Model):
     """One process of a training job on a node: how samples of the GPU it uses are attributed.
 
@@ -272,10 +339,10 @@ class IbPortSample(_Model):
 
     ts: float = Field(gt=0)
     device: str = Field(min_length=1, max_length=64, description="e.g. mlx5_0")
-    port: int = Field(ge=0)
+    port: int = Field(ge=0, le=255)
     xmit_bytes_per_s: float | None = Field(default=None, ge=0)
     rcv_bytes_per_s: float | None = Field(default=None, ge=0)
-    errors: dict[str, int] = Field(default_factory=dict, description="error counters since boot, by sysfs name")
+    errors: Counters = Field(default_factory=dict, description="error counters since boot, by sysfs name")
 
 
 class LogLine(_Model):
@@ -296,7 +363,11 @@ class Event(_Model):
     kind: str = Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_]*$")
     gpu: int | None = Field(default=None, ge=0, le=1023)
     message: str = Field(default="", max_length=4096)
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: dict[str, Any] = Field(
+        default_factory=dict,
+        description=f"free-form, at most {MAX_DATA_DEPTH} deep and {MAX_DATA_BYTES} bytes as JSON, finite numbers; "
+        f"an ``xid`` event's ``xid`` is its integer code (0 to {MAX_XID})",
+    )
 
 
 class Batch(_Model):
@@ -315,7 +386,7 @@ class Batch(_Model):
     steps: list[StepReport] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
     checkpoints: list[CheckpointReport] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
     ib: list[IbPortSample] = Field(default_factory=list, max_length=MAX_BATCH_ITEMS)
-    dropped: dict[str, int] = Field(
+    dropped: Counters = Field(
         default_factory=dict, description="items the agent had to drop since it first started, by kind"
     )
     clock_offset_s: float | None = Field(
@@ -365,4 +436,4 @@ class Heartbeat(_Model):
     ts: float = Field(gt=0)
     spool_files: int = Field(default=0, ge=0)
     spool_bytes: int = Field(default=0, ge=0)
-    dropped: dict[str, int] = Field(default_factory=dict)
+    dropped: Counters = Field(default_factory=dict)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -14,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gpuwatch import __version__
 from gpuwatch.config import Settings
 from gpuwatch.protocol import Api
+from server.api.body import with_body_schemas
 from server.api.deps import ReadAccess
 from server.api.limits import RateLimiter
 from server.api.routes import admin, health, ingest, read, recovery, reports, runs
@@ -66,6 +68,14 @@ def create_app(settings: Settings) -> FastAPI:
             headers={"Retry-After": "5"},
         )
 
+    default_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:  # the request bodies the handlers read themselves (body.json_body)
+        if app.openapi_schema is None:
+            app.openapi_schema = with_body_schemas(default_openapi())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     app.add_middleware(RejectionCounter, metrics=svc.ingest_metrics)
     return app
 

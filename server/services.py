@@ -44,6 +44,7 @@ from server.store.rollups import RollupBuffer
 from server.store.tokens import TokenCache
 from server.telemetry.exporter import MetricsExporter
 from server.telemetry.job_tracker import JobTracker
+from server.telemetry.labels import LabelBudget
 from server.telemetry.latest import Telemetry
 
 log = logging.getLogger("gpuwatch.server")
@@ -122,7 +123,8 @@ def build(settings: Settings) -> Services:
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)  # process_cpu_seconds_total & co: is one core enough (scale-out.md)
 
-    telemetry = Telemetry(server.ring_size, sample_type=mirror(GpuSample))
+    labels = LabelBudget(registry)
+    telemetry = Telemetry(server.ring_size, sample_type=mirror(GpuSample), labels=labels)
     _load_inventory(sessions, telemetry)
     jobs = JobTracker(window_s=server.job_window_s)
     exporter = MetricsExporter(
@@ -154,6 +156,7 @@ def build(settings: Settings) -> Services:
         stragglers=stragglers,
         detect_metrics=detect_metrics,
         incidents=incidents,
+        labels=labels,
     )
     writer = BatchWriter(
         sessions=sessions,

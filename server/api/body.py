@@ -1,15 +1,45 @@
-"""Reading a request body with a size limit, gzip, and pydantic validation that reports the field."""
+"""Reading a request body with a size limit, gzip, and pydantic validation that reports the field.
+
+Every JSON body the API reads comes through `read_body`, which is why the checks that hold for any
+string anywhere in any body live here: a NUL (``\u0000``, the only way JSON can carry one) becomes
+U+FFFD, as the agent does with log lines (`gpuwatch.protocol.log_text`), because PostgreSQL's text and
+JSON columns cannot hold it. A batch that kept one was acknowledged, then failed every later rollup
+flush, for every node, until a restart (docs/security.md).
+"""
 
 from __future__ import annotations
 
+import re
 import zlib
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from fastapi import HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
+_SCHEMAS = "#/components/schemas/"
+_declared: dict[str, type[BaseModel]] = {}
+
+
+def json_body(model: type[BaseModel]) -> dict[str, Any]:
+    """A route's ``openapi_extra`` declaring ``model`` as its JSON request body. The handlers read their
+    bodies themselves (`read_model`, `read_body`: size limits before parsing, gzip, NUL), so FastAPI
+    knows nothing of them; without this the spec had no body to generate clients or fuzz with."""
+    _declared[model.__name__] = model
+    schema = {"$ref": _SCHEMAS + model.__name__}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+def with_body_schemas(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` (the app's OpenAPI document) with the schemas of every `json_body` model in its components."""
+    schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+    for name, model in _declared.items():
+        schema = model.model_json_schema(ref_template=_SCHEMAS + "{model}", mode="validation")
+        for inner, definition in schema.pop("$defs", {}).items():
+            schemas.setdefault(inner, definition)
+        schemas[name] = schema
+    return spec
 
 
 def _too_large(limit: int) -> HTTPException:
@@ -54,7 +84,19 @@ async def read_body(request: Request, limit: int) -> bytes:
         raw = _gunzip(raw, limit)
     elif encoding != "identity":
         raise HTTPException(415, f"unsupported Content-Encoding {encoding!r}: send gzip or identity")
-    return raw
+    return without_nul(raw)
+
+
+# ``\u0000`` preceded by an even number of backslashes: an escaped NUL, not the text "\u0000".
+_NUL = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
+
+
+def without_nul(raw: bytes) -> bytes:
+    """JSON ``raw`` with each NUL in a string (key or value) replaced by U+FFFD; the same bytes, at the
+    cost of one substring search, when there is none."""
+    if b"\\u0000" not in raw:
+        return raw
+    return _NUL.sub(rb"\1\\ufffd", raw)
 
 
 def _gunzip(raw: bytes, limit: int) -> bytes:
@@ -67,4 +109,6 @@ def _gunzip(raw: bytes, limit: int) -> bytes:
         raise _too_large(limit)
     if not inflater.eof:
         raise HTTPException(400, "body is not valid gzip: truncated stream")
+    if inflater.unused_data:  # a second member or junk: what it holds would be checked by nobody
+        raise HTTPException(400, "body is not valid gzip: bytes after the end of the stream")
     return out

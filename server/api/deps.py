@@ -36,15 +36,21 @@ SessionDep = Annotated[Session, Depends(db_session)]
 _UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
 
 
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header; None for any other scheme. The one
+    place a header becomes a token: the cache was once consulted with whatever followed any scheme."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
 def _principal(svc: Services, authorization: str | None) -> Principal:
     if not authorization:
         raise HTTPException(
             401, "missing bearer token: create one with `gpuwatch token create --node NAME`", headers=_UNAUTHORIZED
         )
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = bearer_token(authorization)
+    if token is None:
         raise HTTPException(401, "Authorization must be 'Bearer <token>'", headers=_UNAUTHORIZED)
-    token = token.strip()
     if (cached := svc.tokens.get(token)) is not None:
         return cached
     with svc.sessions() as session:
@@ -60,7 +66,8 @@ async def current_node(
     """The node whose bearer token authorises this request: 401 without a valid token, 403 for an admin
     token (admins are not nodes), 429 past the node's request rate. Async: a token seen in the last
     `TokenCache.ttl_s` costs no database query and no trip through the thread pool."""
-    who = svc.tokens.get(authorization.partition(" ")[2].strip()) if authorization else None
+    token = bearer_token(authorization)
+    who = svc.tokens.get(token) if token else None
     if who is None:
         who = await run_in_threadpool(_principal, svc, authorization)
     if who.is_admin or who.node is None:
@@ -89,11 +96,13 @@ def current_admin(svc: ServicesDep, authorization: Annotated[str | None, Header(
 
 async def read_access(
     request: Request, svc: ServicesDep, authorization: Annotated[str | None, Header()] = None
-) -> None:
-    """With `read_auth` on, a GET needs a valid token (any role); writes check their own tokens. Async, so
-    that with it off (the default) no request pays a trip through the thread pool for nothing."""
+) -> Principal | None:
+    """With `read_auth` on, a GET needs a valid token (any role), whose holder is returned; writes check
+    their own tokens. Async, so that with it off (the default) no request pays a trip through the thread
+    pool for nothing."""
     if svc.settings.server.read_auth and request.method in ("GET", "HEAD"):
-        await run_in_threadpool(_principal, svc, authorization)
+        return await run_in_threadpool(_principal, svc, authorization)
+    return None
 
 
 def own_node(node: Node, named: str | None, what: str) -> None:
@@ -105,3 +114,5 @@ def own_node(node: Node, named: str | None, what: str) -> None:
 NodeDep = Annotated[Node, Depends(current_node)]
 AdminDep = Annotated[Principal, Depends(current_admin)]
 ReadAccess = Depends(read_access)
+#: Who reads (with `read_auth` on; None with it off): the same dependency as `ReadAccess`, run once.
+ReaderDep = Annotated[Principal | None, ReadAccess]

@@ -19,32 +19,27 @@ from server.detect.metrics import DetectMetrics
 from server.incidents.context import IncidentContext
 from server.incidents.pipeline import KERNEL_STREAM, LOOKBACK, open_incident
 from server.store.jobs import running_job
+from server.telemetry.labels import LabelBudget
 
 log = logging.getLogger("gpuwatch.server.incidents")
 
 
-def count_xids(metrics: DetectMetrics, node: str, events: list[Event]) -> None:
-    """The Xid events just stored, in the Xid history counter."""
+def count_xids(metrics: DetectMetrics, labels: LabelBudget, node: str, events: list[Event]) -> None:
+    """The Xid events just stored, in the Xid history counter: each (GPU, code) a series, within the
+    node's budget of distinct ones (an ``xid`` event's code is an integer: `gpuwatch.protocol.batch_errors`)."""
     for event in events:
         if event.kind != "xid":
             continue
-        try:
-            code = int(event.data.get("xid"))
-        except (TypeError, ValueError):
-            continue  # no usable code: stored, but nothing to label the series with
-        if code >= 0:
-            gpu = "" if event.gpu is None else str(event.gpu)
-            metrics.xid_events.labels(node, gpu, str(code)).inc()
+        gpu = "" if event.gpu is None else str(event.gpu)
+        code = str(event.data["xid"])
+        if labels.admit(node, "xid", (gpu, code)):
+            metrics.xid_events.labels(node, gpu, code).inc()
 
 
 def fatal_xids(batch: Batch, now: float) -> list[int]:
     """The fatal Xid codes in ``batch`` that are recent enough to act on."""
     oldest = now - LOOKBACK.total_seconds()
-    codes = [
-        int(e.data["xid"])
-        for e in batch.events
-        if e.kind == "xid" and e.ts >= oldest and xid_reason(int(e.data.get("xid") or 0))
-    ]
+    codes = [e.data["xid"] for e in batch.events if e.kind == "xid" and e.ts >= oldest and xid_reason(e.data["xid"])]
     for line in batch.logs:
         if line.stream == KERNEL_STREAM and line.ts >= oldest and (code := fatal_xid_in_line(line.text)):
             codes.append(code)

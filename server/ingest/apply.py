@@ -25,6 +25,7 @@ from server.ingest.store import StoreResult
 from server.store.models import Node
 from server.store.rollups import RollupBuffer
 from server.telemetry.job_tracker import JobTracker
+from server.telemetry.labels import LabelBudget
 from server.telemetry.latest import Telemetry
 
 
@@ -54,8 +55,9 @@ class Folder:
         stragglers: StragglerDetector,
         detect_metrics: DetectMetrics,
         incidents: IncidentContext,
+        labels: LabelBudget,
     ) -> None:
-        self.telemetry, self.jobs, self.rollups = telemetry, jobs, rollups
+        self.telemetry, self.jobs, self.rollups, self.labels = telemetry, jobs, rollups, labels
         self.first_steps, self.stragglers = first_steps, stragglers
         self.detect_metrics, self.incidents = detect_metrics, incidents
 
@@ -81,7 +83,7 @@ class Folder:
             if steps:
                 follow.detections = self.stragglers.check(jobs.add_steps(name, steps))
                 follow.first_steps = self._first_steps(steps)
-            count_xids(self.detect_metrics, name, result.new_events)
+            count_xids(self.detect_metrics, self.labels, name, result.new_events)
             follow.fatal_xids = fatal_xids(batch, time.time())  # cheap: a regex only on kernel lines
         self.telemetry.touch(node.name, batch.dropped or None)
         return follow

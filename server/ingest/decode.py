@@ -12,6 +12,7 @@ The ingest path then reads the mirrors' attributes, which have the wire models' 
 
 from __future__ import annotations
 
+import time
 import types
 from itertools import pairwise
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
@@ -20,7 +21,7 @@ import annotated_types as at
 import msgspec
 from pydantic import BaseModel, ValidationError
 
-from gpuwatch.protocol import SERIES_COLUMNS, Batch, GpuSeries, series_length_errors, to_series
+from gpuwatch.protocol import SERIES_COLUMNS, Batch, GpuSeries, batch_errors, series_length_errors, to_series
 
 M = TypeVar("M", bound=BaseModel)
 _CONSTRAINTS = {at.Gt: "gt", at.Ge: "ge", at.Lt: "lt", at.Le: "le", at.MinLen: "min_length", at.MaxLen: "max_length"}
@@ -97,18 +98,19 @@ def as_model(model: type[M], item: M | msgspec.Struct) -> M:
     return item if isinstance(item, model) else model.model_validate(msgspec.to_builtins(item))
 
 
-def decode_batch(raw: bytes) -> Batch:
+def decode_batch(raw: bytes, now: float | None = None) -> Batch:
     """``raw`` as a `WireBatch`, which has `Batch`'s attributes, with every sample in ``series``, each
     series in time order (protocol 1's ``samples`` are turned into series: the ingest path reads only
-    those); raises pydantic's `ValidationError` for what the wire model refuses."""
+    those); raises pydantic's `ValidationError` for what the wire model refuses, and for what
+    `gpuwatch.protocol.batch_errors` finds (timestamps far from ``now``, the server's clock, unreadable
+    event data): decoded either way, by msgspec or by pydantic, a batch meets the same checks."""
     batch = decode_wire(raw)
-    if errors := series_length_errors(batch.series):
+    errors = [(("series", n, name), why) for n, name, why in series_length_errors(batch.series)]
+    errors += batch_errors(batch, time.time() if now is None else now)
+    if errors:
         raise ValidationError.from_exception_data(
             "Batch",
-            [
-                {"type": "value_error", "loc": ("series", n, name), "input": None, "ctx": {"error": why}}
-                for n, name, why in errors
-            ],
+            [{"type": "value_error", "loc": loc, "input": None, "ctx": {"error": why}} for loc, why in errors],
         )
     if batch.samples:
         batch.series = [*batch.series, *to_series(batch.samples, WireSeries)]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from gpuwatch.protocol import GpuInfo, GpuSample, GpuSeries, IbPortSample, sample_at
+from server.telemetry.labels import LabelBudget
 
 
 class Point(NamedTuple):
@@ -91,8 +92,14 @@ class NodeState:
 class Telemetry:
     """Latest values and recent history of every known GPU, keyed by (node, GPU index)."""
 
-    def __init__(self, ring_size: int = 300, sample_type: Callable[..., Any] = GpuSample.model_construct) -> None:
+    def __init__(
+        self,
+        ring_size: int = 300,
+        sample_type: Callable[..., Any] = GpuSample.model_construct,
+        labels: LabelBudget | None = None,
+    ) -> None:
         self._ring_size = ring_size
+        self._labels = labels or LabelBudget()  # InfiniBand ports per node: each a series of /metrics
         self._sample_type = sample_type  # builds a GPU's latest sample (the server's: a msgspec mirror, 1 µs)
         self._lock = threading.Lock()
         self._gpus: dict[tuple[str, int], GpuState] = {}
@@ -131,6 +138,8 @@ class Telemetry:
         with self._lock:
             for p in ports:
                 key = (node, p.device, p.port)
+                if key not in self._ib and not self._labels.admit(node, "ib_port", key):
+                    continue
                 if key not in self._ib or p.ts >= self._ib[key][0].ts:
                     self._ib[key] = (p, now)
 

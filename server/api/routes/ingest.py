@@ -9,8 +9,8 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from gpuwatch.protocol import PROTOCOL_VERSION, Api, BatchAck, Heartbeat, RegisterRequest, RegisterResponse
-from server.api.body import read_body, read_model, validation_error
+from gpuwatch.protocol import PROTOCOL_VERSION, Api, Batch, BatchAck, Heartbeat, RegisterRequest, RegisterResponse
+from server.api.body import json_body, read_body, read_model, validation_error
 from server.api.deps import NodeDep, ServicesDep, own_node
 from server.ingest.writer import QueueFull
 from server.store.db import transaction
@@ -27,7 +27,7 @@ def _row(session: Session, node: Node) -> Node:
     return row
 
 
-@router.post("/nodes/register", response_model=RegisterResponse)
+@router.post("/nodes/register", response_model=RegisterResponse, openapi_extra=json_body(RegisterRequest))
 async def register_node(request: Request, node: NodeDep, svc: ServicesDep) -> RegisterResponse:
     """Called by the agent at start: who it is, which collector it runs, which GPUs it has."""
     req = await read_model(request, RegisterRequest, svc.settings.server.max_body_bytes)
@@ -48,7 +48,7 @@ async def register_node(request: Request, node: NodeDep, svc: ServicesDep) -> Re
     )
 
 
-@router.post("/nodes/heartbeat", status_code=204)
+@router.post("/nodes/heartbeat", status_code=204, openapi_extra=json_body(Heartbeat))
 async def heartbeat(request: Request, node: NodeDep, svc: ServicesDep) -> None:
     beat = await read_model(request, Heartbeat, svc.settings.server.max_body_bytes)
 
@@ -63,7 +63,7 @@ async def heartbeat(request: Request, node: NodeDep, svc: ServicesDep) -> None:
     svc.telemetry.touch(node.name, beat.dropped)
 
 
-@router.post("/ingest", response_model=BatchAck)
+@router.post("/ingest", response_model=BatchAck, openapi_extra=json_body(Batch))
 async def ingest(request: Request, node: NodeDep, svc: ServicesDep) -> BatchAck:
     """Store one batch atomically. A batch with any invalid item is refused whole (422) and stores
     nothing; a batch already stored is acknowledged with ``duplicate: true`` and changes nothing."""

@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 
 from gpuwatch.protocol import Api
 from gpuwatch.recovery.settings import policy_config
-from server.api.body import read_model
+from server.api.body import json_body, read_model
 from server.api.deps import AdminDep, ServicesDep, SessionDep
 from server.incidents.recover import exclude_by_hand, excluded_nodes, is_paused, release_by_hand, set_paused
 from server.store.audit import audit
@@ -44,7 +44,9 @@ class PauseIn(BaseModel):
 class ExclusionIn(BaseModel):
     node: str = Field(min_length=1, max_length=255)
     reason: str = Field(default="manual", min_length=1, max_length=64)
-    ttl_s: float | None = Field(default=None, gt=0, le=365 * 86400, description="default: recovery_exclude_ttl_s")
+    ttl_s: float | None = Field(
+        default=None, ge=1, le=365 * 86400, description="default: recovery_exclude_ttl_s (shorter: expired at once)"
+    )
 
 
 def _out(e: Exclusion) -> ExclusionOut:
@@ -62,7 +64,7 @@ def recovery_state(session: SessionDep) -> RecoveryOut:
     return _state(session)
 
 
-@router.post("/recovery/pause", response_model=RecoveryOut)
+@router.post("/recovery/pause", response_model=RecoveryOut, openapi_extra=json_body(PauseIn))
 async def pause(request: Request, admin: AdminDep, svc: ServicesDep) -> RecoveryOut:
     """Pause (``{"paused": true}``) or resume (``false``) automatic restarts cluster-wide; decisions are
     still made and recorded. Admin only."""
@@ -78,7 +80,7 @@ async def pause(request: Request, admin: AdminDep, svc: ServicesDep) -> Recovery
     return await run_in_threadpool(work)
 
 
-@router.post("/exclusions", response_model=ExclusionOut, status_code=201)
+@router.post("/exclusions", response_model=ExclusionOut, status_code=201, openapi_extra=json_body(ExclusionIn))
 async def exclude(request: Request, response: Response, admin: AdminDep, svc: ServicesDep) -> ExclusionOut:
     """Keep a node out of restarts (drained or cordoned through the cluster's executor, if one is set)
     until its TTL. A node excluded already keeps its exclusion (200). Admin only."""

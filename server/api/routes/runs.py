@@ -16,7 +16,7 @@ from gpuwatch.diagnosis.model import Diagnosis as Diagnosis_
 from gpuwatch.protocol import Api
 from gpuwatch.recovery import Decision
 from gpuwatch.recovery.settings import policy_config
-from server.api.body import read_model
+from server.api.body import json_body, read_model
 from server.api.deps import NodeDep, ServicesDep, SessionDep, own_node
 from server.executors.base import JobTarget
 from server.executors.registry import executor
@@ -87,7 +87,7 @@ class RunEnded(BaseModel):
     incident_id: int | None
 
 
-@router.post("/runs", response_model=RunStarted, status_code=201)
+@router.post("/runs", response_model=RunStarted, status_code=201, openapi_extra=json_body(RunStart))
 async def start_run(request: Request, response: Response, node: NodeDep, svc: ServicesDep) -> RunStarted:
     """Register a run. With a ``key`` seen before, the same run is returned (200), so a supervisor
     replaying its outbox after an outage creates nothing twice.
@@ -194,7 +194,7 @@ def _changes(job: Job, body: RunStart) -> list[str]:
     return changed
 
 
-@router.post("/runs/{run_id}/exit", response_model=RunEnded, status_code=202)
+@router.post("/runs/{run_id}/exit", response_model=RunEnded, status_code=202, openapi_extra=json_body(RunExit))
 async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDep) -> RunEnded:
     """Record the exit; a failed run opens an incident, diagnosed once the last logs have arrived and
     then decided on. A supervisor that decided by itself while the server was away sends its

@@ -391,7 +391,7 @@ def test_oversized_bodies_and_gzip_bombs_are_413_and_the_server_carries_on(clust
 
 # Each endpoint's valid body with one string it uses marked `@`, where the tests put bad text.
 BODIES = {
-    "/api/v1/ingest": b'{"batch_id": 1, "logs": [{"stream": "s", "seq": 0, "ts": 1700000000, "text": "@"}]}',
+    "/api/v1/ingest": b'{"batch_id": 1, "logs": [{"stream": "s", "seq": 0, "ts": %d, "text": "@"}]}' % time.time(),
     "/api/v1/nodes/register": b'{"hostname": "@", "node": "node-a"}',
     "/api/v1/nodes/heartbeat": b'{"ts": 1700000000, "dropped": {"@": 1}}',
     "/api/v1/runs": b'{"job": "@", "node": "node-a"}',

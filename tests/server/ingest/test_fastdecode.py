@@ -175,7 +175,7 @@ def test_protocol_1_samples_become_series_in_time_order() -> None:
         for t in (1, 0, 2)
         for g in (0, 1)
     ]
-    batch = decode_batch(Batch(batch_id=1, samples=rows).model_dump_json().encode())
+    batch = decode_batch(Batch(batch_id=1, samples=rows).model_dump_json().encode(), now=1.7e9)
     assert batch.samples == []
     got = {(s.gpu, s.job): (s.ts, s.util_gpu, s.power_w) for s in batch.series}
     assert got == {
@@ -188,7 +188,7 @@ def test_protocol_1_samples_become_series_in_time_order() -> None:
 
 def test_a_series_out_of_time_order_is_sorted_column_by_column() -> None:
     body = {"batch_id": 1, "series": [{"gpu": 0, "uuid": "GPU-0", "ts": [3, 1, 2], "util_gpu": [30, 10, None]}]}
-    (series,) = decode_batch(json.dumps(body).encode()).series
+    (series,) = decode_batch(json.dumps(body).encode(), now=2.0).series
     assert (series.ts, series.util_gpu) == ([1.0, 2.0, 3.0], [10.0, None, 30.0])
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from server.store.models import LogLineRow, Node
 from server.store.nodes import LastSeen
 from tests.helpers import migrated_sqlite, new_token
 
-T0 = 1_800_000_000.0
+T0 = float(int(time.time()) // 3600 * 3600 - 3600)  # a whole hour, inside the ingest window
 
 
 def _services(tmp_path: Path, **settings: object) -> tuple[Services, list[Node]]:

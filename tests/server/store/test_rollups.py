@@ -7,6 +7,7 @@ replayed batch adds nothing, a clean shutdown flushes, and a failed flush loses 
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from server.store.models import Node
 from server.store.rollups import RollupBuffer
 from tests.helpers import InProcessServer, migrated_sqlite, new_token, wait_until
 
-T0 = 1_800_000_000.0  # a minute boundary
+T0 = float(int(time.time()) // 3600 * 3600 - 3600)  # a whole hour (and minute), inside the ingest window
 
 
 def _batches() -> list[Batch]:
@@ -183,7 +184,11 @@ def test_flushed_rows_and_step_rows_of_a_minute_are_one_row(tmp_path: Path, db_u
         jobs = conn.execute(text("SELECT minute, steps, gpu_seconds FROM job_rollups")).all()
         gpus = conn.execute(text("SELECT minute, samples, util_sum, util_max FROM gpu_rollups")).all()
     engine.dispose()
-    minute = "2027-01-15 08:00:00.000000" if db_url.startswith("sqlite") else datetime.fromtimestamp(T0, UTC)
+    minute = (
+        datetime.fromtimestamp(T0, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+        if db_url.startswith("sqlite")
+        else datetime.fromtimestamp(T0, UTC)
+    )
     assert [tuple(r) for r in jobs] == [(minute, 1, 20.0)]
     assert [tuple(r) for r in gpus] == [(minute, 20, 1000.0, 50.0)]
 

@@ -8,6 +8,7 @@ hold, never leaves the agent."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -27,7 +28,7 @@ from tests.helpers import InProcessServer, new_token, wait_until
 
 NODE = "pg-node"
 STREAM = "train.log"
-T0 = 1_800_000_000.0  # a whole minute (divisible by 60)
+T0 = float(int(time.time()) // 3600 * 3600 - 3600)  # a whole hour (and minute), inside the ingest window
 ROLLUP_FIELDS = ("samples", "util_sum", "util_max", "mem_util_sum", "fb_used_max_mib", "power_sum_w", "temp_max_c")
 GPUS = [GpuInfo(index=i, uuid=f"GPU-pg-{i}", name="NVIDIA H100 80GB HBM3", memory_total_mib=81559.0) for i in (0, 1)]
 
