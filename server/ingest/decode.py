@@ -106,7 +106,8 @@ def decode_batch(raw: bytes, now: float | None = None) -> Batch:
     event data): decoded either way, by msgspec or by pydantic, a batch meets the same checks."""
     batch = decode_wire(raw)
     errors = [(("series", n, name), why) for n, name, why in series_length_errors(batch.series)]
-    errors += batch_errors(batch, time.time() if now is None else now)
+    now = time.time() if now is None else now
+    errors += batch_errors(batch, now - (batch.clock_offset_s or 0.0))  # the window on the agent's own clock
     if errors:
         raise ValidationError.from_exception_data(
             "Batch",
