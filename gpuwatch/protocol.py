@@ -233,7 +233,7 @@ def batch_errors(batch: Any, now: float) -> list[tuple[tuple[Any, ...], str]]:
     """(location, why) for each value of ``batch`` (a `Batch` or the server's decoding of one) that its
     fields' static bounds cannot refuse but a reader could not use: a timestamp outside
     [now - `TS_PAST_S`, now + `TS_FUTURE_S`], event ``data`` nested too deep, too large or holding a
-    non-finite number, an ``xid`` event without an integer code."""
+    non-finite number, an ``xid`` event whose code is not an integer."""
     lo, hi = now - TS_PAST_S, now + TS_FUTURE_S
     out: list[tuple[tuple[Any, ...], str]] = []
     window = f"outside the accepted window around the server's clock ({lo:.0f} to {hi:.0f})"
@@ -248,8 +248,8 @@ def batch_errors(batch: Any, now: float) -> list[tuple[tuple[Any, ...], str]]:
     for n, ev in enumerate(batch.events):
         if why := data_error(ev.data):
             out.append((("events", n, "data"), why))
-        elif ev.kind == "xid":
-            code = ev.data.get("xid")
+        elif ev.kind == "xid" and "xid" in ev.data:  # no code at all: stored, counted under no code
+            code = ev.data["xid"]
             if type(code) is not int or not 0 <= code <= MAX_XID:
                 out.append((("events", n, "data", "xid"), f"an xid event's code is an integer, 0 to {MAX_XID}"))
     return out

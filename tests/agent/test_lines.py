@@ -109,7 +109,9 @@ def test_lines_far_over_the_servers_body_limit_arrive_in_batches_it_accepts(
 def _big_batch(batch_id: int, lines: int, size: int) -> Batch:
     return Batch(
         batch_id=batch_id,
-        logs=[LogLine(stream="file:/big.log", seq=n, ts=1.7e9 + n, text=_line(n, size)) for n in range(lines)],
+        logs=[
+            LogLine(stream="file:/big.log", seq=n, ts=time.time() + n / 1000, text=_line(n, size)) for n in range(lines)
+        ],
     )
 
 
@@ -139,7 +141,7 @@ def test_a_single_line_batch_over_the_limit_is_rejected_and_counted_as_too_large
     live_server: InProcessServer, tmp_path: Path
 ) -> None:
     spool = Spool(tmp_path / "spool", 1 << 30)
-    line = LogLine(stream="s", seq=0, ts=1.7e9, text="é" * 16_000)
+    line = LogLine(stream="s", seq=0, ts=time.time(), text="é" * 16_000)
     spool.put(1, gzip.compress(Batch(batch_id=1, logs=[line]).model_dump_json().encode()), {"logs": 1})
     token = new_token(live_server.services.settings.effective_database_url, NODE)
     live_server.services.settings.server.max_body_bytes = 16 * 1024  # under that one line's 32 KB

@@ -145,7 +145,7 @@ def _checked_policy(svc: ServicesDep, body: JobSettingsIn) -> None:
             raise HTTPException(422, f"policy: {exc}") from None
 
 
-@router.post("/jobs", response_model=JobSettingsOut, status_code=201)
+@router.post("/jobs", response_model=JobSettingsOut, status_code=201, openapi_extra=json_body(JobIn))
 async def register_job(request: Request, admin: AdminDep, svc: ServicesDep) -> JobSettingsOut:
     """Register a job before its first run: the nodes that may start and report its runs (a job run on
     several nodes without a scheduler to vouch for them), its scheduler, id and policy. Admin only;
@@ -168,7 +168,7 @@ async def register_job(request: Request, admin: AdminDep, svc: ServicesDep) -> J
     return await run_in_threadpool(work)
 
 
-@router.patch("/jobs/{job_id}", response_model=JobSettingsOut)
+@router.patch("/jobs/{job_id}", response_model=JobSettingsOut, openapi_extra=json_body(JobSettingsIn))
 async def change_job(job_id: int, request: Request, admin: AdminDep, svc: ServicesDep) -> JobSettingsOut:
     """Change what a job's first run (or its registration) set and no later run may change: its scheduler,
     the scheduler's id and its recovery policy (which decide what a restart does, and to what), and the
