@@ -89,6 +89,8 @@ class Agent:
         if settings.agent.metrics_address:  # for a Prometheus off the node: the client port is loopback only
             host, port = _address(settings.agent.metrics_address)
             self._metrics_server, _ = start_http_server(port, host, registry=self.metrics.registry)
+        #: Streams of the collectors that resume from a saved position (job logs, the kernel log).
+        self._resumed_streams: set[str] = set()
         self._urgent = False  # a fatal Xid was seen: ship now, not at the next flush
         self.stop = threading.Event()
 
@@ -154,7 +156,7 @@ class Agent:
             offset = self.shipper.client.offset_s
             return make_batch(self.spool.next_batch_id(), items, dropped=dropped, clock_offset_s=offset)
 
-        if spool_pending(self.pending, self.spool, self.shipper.batch_max_bytes, build):
+        if spool_pending(self.pending, self.spool, self.shipper.batch_max_bytes, build, self._rereadable):
             for c in self.collectors.values():
                 if isinstance(c, Resumable):
                     c.save(self.state)
@@ -162,7 +164,13 @@ class Agent:
                 self.state.save()
             except OSError as exc:  # the same full disk, as a rule: the old positions stand, lines are re-read
                 log.warning("could not save the agent's state (%s); it is saved at the next flush", exc)
+            else:  # lines dropped from memory are now behind the saved positions: never read again
+                self.spool.commit_dropped()
         self.shipper.wakeup.set()
+
+    def _rereadable(self, kind: str, item: Any) -> bool:
+        """Would an agent restarted now read ``item`` again (a line or event of a resumable collector)?"""
+        return kind in ("logs", "events") and item.stream in self._resumed_streams
 
     def _queue(self, kind: str, items: list[Any]) -> None:
         """Hold ``items`` until spooled (`agent.batching.spool_pending` bounds what waits)."""
@@ -196,6 +204,9 @@ class Agent:
 
     def _take(self, collector: Collector, reading: Reading) -> None:
         """Queue a reading for the next flush: samples attributed to jobs, events and lines numbered."""
+        if isinstance(collector, Resumable):  # read on from a saved position: its streams are read again
+            self._resumed_streams.add(collector.stream)
+            self._resumed_streams.update(line.stream for line in reading.lines)
         if collector is self.gpu:
             self.jobs.prune({p.pid for s in reading.samples for p in s.processes or ()})
         if reading.samples:

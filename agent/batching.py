@@ -107,16 +107,16 @@ class Pending:
                 self._kind_bytes[kind] -= size
                 self.bytes -= size
 
-    def shed(self) -> dict[str, int]:
-        """Drop the oldest items until within the bound; return how many of each kind."""
-        dropped: dict[str, int] = {}
+    def shed(self) -> dict[str, list[Any]]:
+        """Drop the oldest items until within the bound; return them, by kind."""
+        dropped: dict[str, list[Any]] = {}
         while self.bytes > self.max_bytes:
             # The kind holding the most bytes gives up its oldest item (logs, as a rule).
             kind = max(KINDS, key=self._kind_bytes.__getitem__)
-            _, size = self._items[kind].popleft()
+            item, size = self._items[kind].popleft()
             self._kind_bytes[kind] -= size
             self.bytes -= size
-            dropped[kind] = dropped.get(kind, 0) + 1
+            dropped.setdefault(kind, []).append(item)
         return dropped
 
 
@@ -143,11 +143,20 @@ def fit(
 
 
 def spool_pending(
-    pending: Pending, spool: Spool, max_bytes: int, build: Callable[[dict[str, list[Any]]], Batch]
+    pending: Pending,
+    spool: Spool,
+    max_bytes: int,
+    build: Callable[[dict[str, list[Any]]], Batch],
+    rereadable: Callable[[str, Any], bool] | None = None,
 ) -> bool:
     """Spool what is pending in batches of at most ``max_bytes`` of JSON; True when nothing is left.
     On a spool error the items of the batch that failed, and of those after it, stay pending, within
-    the pending bound: what is past it is dropped and counted (reason ``spool_error``)."""
+    the pending bound: what is past it is dropped and counted (reason ``spool_error``).
+
+    An item for which ``rereadable(kind, item)`` is true (a followed file's line) is read again by an agent
+    restarted before its position is saved past it: its drop is counted provisionally (`Spool.count_dropped`),
+    made final by `Spool.commit_dropped` once that position is saved, so that a line is never both counted
+    dropped and, read again, stored."""
     while pending:
         items = pending.take(int(max_bytes * _ESTIMATE_SHARE))
         for counts, batch, body in fit(items, max_bytes, build):
@@ -156,8 +165,19 @@ def spool_pending(
             except Exception as exc:  # ENOSPC, EROFS, EIO …: the items wait in memory for the next try
                 spool.note_error(exc)
                 if dropped := pending.shed():
-                    log.error("spool unwritable, %d bytes waiting in memory: dropped %s", pending.max_bytes, dropped)
-                    spool.count_dropped(dropped, "spool_error")
+                    final: dict[str, int] = {}
+                    provisional: dict[str, int] = {}
+                    for kind, shed in dropped.items():
+                        for item in shed:
+                            into = provisional if rereadable is not None and rereadable(kind, item) else final
+                            into[kind] = into.get(kind, 0) + 1
+                    log.error(
+                        "spool unwritable, %d bytes waiting in memory: dropped %s",
+                        pending.max_bytes,
+                        {k: len(v) for k, v in dropped.items()},
+                    )
+                    spool.count_dropped(final, "spool_error")
+                    spool.count_dropped(provisional, "spool_error", provisional=True)
                 return False
             pending.consume(counts)
     return True

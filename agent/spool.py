@@ -93,6 +93,8 @@ class Spool:
         self._dropped_path = directory / "dropped.json"
         self.dropped: dict[str, int] = json.loads(self._dropped_path.read_text()) if self._dropped_path.exists() else {}
         self._last_batch_id = 0
+        #: Dropped items that a restarted agent would read again (`count_dropped`); in memory only.
+        self._provisional: dict[str, int] = {}
         self.errors: dict[str, int] = {}  # spool writes that failed, by errno name
         self._failing = False
 
@@ -176,10 +178,27 @@ class Spool:
             self._failing = True
             log.error("cannot spool to %s (%s); the items wait in memory", self.directory, exc)
 
-    def count_dropped(self, counts: dict[str, int], reason: str) -> None:
-        """Items dropped before they reached the spool (``reason``: why), counted like the spool's own."""
+    def count_dropped(self, counts: dict[str, int], reason: str, provisional: bool = False) -> None:
+        """Items dropped before they reached the spool (``reason``: why), counted like the spool's own.
+        ``provisional``: items a restarted agent reads again (lines past the saved position): counted in
+        memory only until `commit_dropped`, so that a restart does not count, as dropped, lines it then stores."""
         with self._lock:
-            self._add_dropped(counts, reason + "_")
+            if provisional:
+                for kind, n in counts.items():
+                    if n:
+                        key = f"{reason}_{kind}"
+                        self._provisional[key] = self._provisional.get(key, 0) + n
+            else:
+                self._add_dropped(counts, reason + "_")
+
+    def commit_dropped(self) -> None:
+        """The agent saved its positions past the provisionally dropped items: they are dropped for good."""
+        with self._lock:
+            if self._provisional:
+                for key, n in self._provisional.items():
+                    self.dropped[key] = self.dropped.get(key, 0) + n
+                self._provisional.clear()
+                self._save_dropped()
 
     def peek(self) -> SpoolItem | None:
         with self._lock:
@@ -206,8 +225,12 @@ class Spool:
             return len(self._items), self._bytes
 
     def dropped_snapshot(self) -> dict[str, int]:
+        """Everything dropped so far, provisional counts included."""
         with self._lock:
-            return dict(self.dropped)
+            out = dict(self.dropped)
+            for key, n in self._provisional.items():
+                out[key] = out.get(key, 0) + n
+            return out
 
     def _drop_oldest(self) -> None:
         item = self._items[0]
@@ -228,6 +251,9 @@ class Spool:
         for kind, n in counts.items():
             if n:
                 self.dropped[prefix + kind] = self.dropped.get(prefix + kind, 0) + n
+        self._save_dropped()
+
+    def _save_dropped(self) -> None:
         tmp = self._dropped_path.with_suffix(".tmp")
         try:  # best effort: on a full disk the counts live on in memory and in every batch
             tmp.write_text(json.dumps(self.dropped))

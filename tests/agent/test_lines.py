@@ -256,6 +256,40 @@ def test_a_full_spool_disk_keeps_lines_in_memory_and_the_position_behind_them(
         wait_until(lambda: _saved_offset(agent, log_file) == log_file.stat().st_size, what="the position saved")
 
 
+def test_lines_dropped_from_memory_and_read_again_after_a_restart_are_not_also_counted_dropped(
+    settings: Settings, tmp_path: Path, small_disk: Path, started: list
+) -> None:
+    """Lines shed from memory while the spool's disk is full stay before the saved position: a restarted
+    agent reads them again. Counting them dropped as well would say lines were lost that are stored
+    (the agent soak found 1,405 of them): counted only once the position is saved past them."""
+    rng = random.Random(11)
+    lines = [_noise(n, 1000, rng) for n in range(1000)]  # 1 MB; what waits in memory is more than the disk takes
+    log_file = tmp_path / "train.log"
+    log_file.write_text("".join(line + "\n" for line in lines))
+    server = InProcessServer(settings)  # away while the first agent runs
+    agent_settings = _agent_settings(server, tmp_path, log_file, spool_dir=small_disk, pending_max_bytes=300 * 1024)
+    first = _start(started, agent_settings)
+    wait_until(lambda: first.spool.dropped_snapshot().get("spool_error_logs"), what="lines dropped from memory")
+    first.stop.set()
+    started[0][1].join(timeout=20)
+    saved = _saved_offset(first, log_file) if (first.settings.agent_dir / "state.json").exists() else 0
+    assert saved < log_file.stat().st_size, "stopped with lines still waiting for the spool"
+
+    with server:
+        second = _start(started, agent_settings)
+
+        def settled() -> bool:
+            dropped = second.spool.dropped_snapshot().get("spool_error_logs", 0)
+            return _count(server) + dropped >= len(lines) and second.spool.peek() is None and not second.pending
+
+        wait_until(settled, timeout=60, what="every line stored or counted as dropped")
+        stored = _stored(server)
+        assert len({text for _, text in stored}) == len(stored) and {text for _, text in stored} <= set(lines)
+        dropped = second.spool.dropped_snapshot().get("spool_error_logs", 0)
+        assert len(stored) + dropped == len(lines), (len(stored), dropped)
+        assert _agent_metrics(second).get(("gpuwatch_agent_dropped_total", "logs", "spool_error"), 0) == dropped
+
+
 # -- the tailer: huge lines, long paths, rotation while the agent is down -----------------------------
 
 
