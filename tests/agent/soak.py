@@ -21,6 +21,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +54,9 @@ class SoakConfig:
     agent_down_s: float = 2.0  # the agent stopped, the log rotated meanwhile
     pending_max_bytes: int = 2 * 1024 * 1024  # what the agent holds in memory while its spool is full
     flush_s: float = 1.0
+    #: When the agent is stopped for the rotation: "full" (in the second outage, its spool's disk full and
+    #: lines being dropped) or "empty" (between the outages, once its spool has emptied).
+    agent_stop: str = "full"
     drain_timeout_s: float = 180.0
     events: list[str] = field(default_factory=list)  # what happened, when (for the report)
 
@@ -85,7 +89,8 @@ class SoakResult:
     def summary(self) -> str:
         reasons = ", ".join(f"{r} {int(n)}" for r, n in sorted(self.dropped.items())) or "none"
         return (
-            f"written {self.written}, stored {self.stored_lines} ({self.stored_rows} rows), dropped {self.dropped_total}"
+            f"written {self.written}, stored {self.stored_lines} ({self.stored_rows} rows),"
+            f" dropped {self.dropped_total}"
             f" ({reasons}), duplicates {self.duplicates}, wrong text {self.wrong_text}, missing {self.missing};"
             f" seq gaps {self.seq_gaps}; server's node dropped {self.server_dropped};"
             f" spool disk {self.disk_size // 1024} KiB, fullest {self.disk_min_free // 1024} KiB free,"
@@ -242,11 +247,29 @@ def _run(tmp: Path, disk: Path, cfg: SoakConfig, procs: dict[str, Proc]) -> Soak
         start = writer.written
         wait_until(lambda: writer.written >= start + n, timeout=60, what=f"{n} more lines written")
 
-    def kill_server(n: int) -> None:
+    def kill_server(n: int, meanwhile: Callable[[], None] | None = None) -> None:
         procs["server"].stop(signal.SIGKILL)
         note(f"server killed (SIGKILL) at line {writer.written}")
-        lines_written(int(cfg.outage_s * cfg.rate))
+        start = writer.written
+        if meanwhile is not None:
+            meanwhile()
+        wait_until(lambda: writer.written >= start + cfg.outage_s * cfg.rate, timeout=60, what="the outage to last")
         server(n)
+
+    def restart_agent_and_rotate() -> None:
+        usage.read(procs["agent"].popen.pid)
+        assert procs["agent"].stop() == 0, procs["agent"].output()[-3000:]
+        note(f"agent stopped (SIGTERM) at line {writer.written}, {usage.free() // 1024} KiB free on the spool disk")
+        lines_written(int(cfg.agent_down_s * cfg.rate) // 2)
+        writer.rotate()
+        note(f"log rotated at line {writer.written}")
+        lines_written(int(cfg.agent_down_s * cfg.rate) // 2)
+        agent(2)
+
+    def full_then_restart_agent() -> None:
+        wait_until(lambda: sum(dropped_logs(client_port).values()) > dropped_before, timeout=60, what="lines dropped")
+        note(f"spool disk full ({usage.free() // 1024} KiB free), lines dropped")
+        restart_agent_and_rotate()
 
     usage = Usage(disk)
     usage.start()
@@ -259,18 +282,16 @@ def _run(tmp: Path, disk: Path, cfg: SoakConfig, procs: dict[str, Proc]) -> Soak
     at(0.15)
     kill_server(2)
     at(0.45)
-    wait_until(lambda: not list((disk / "spool").glob("*.json.gz")), timeout=120, what="the spool to empty")
-    note(f"spool empty, {usage.free() // 1024} KiB free")
-    usage.read(procs["agent"].popen.pid)
-    assert procs["agent"].stop() == 0, procs["agent"].output()[-3000:]
-    note(f"agent stopped (SIGTERM) at line {writer.written}")
-    lines_written(int(cfg.agent_down_s * cfg.rate) // 2)
-    writer.rotate()
-    note(f"log rotated at line {writer.written}")
-    lines_written(int(cfg.agent_down_s * cfg.rate) // 2)
-    agent(2)
-    at(0.65)
-    kill_server(3)
+    if cfg.agent_stop == "empty":  # the gentle case: the agent stopped with nothing spooled
+        wait_until(lambda: not list((disk / "spool").glob("*.json.gz")), timeout=120, what="the spool to empty")
+        note(f"spool empty, {usage.free() // 1024} KiB free")
+        restart_agent_and_rotate()
+        at(0.65)
+        kill_server(3)
+    else:  # the agent stopped while its spool's disk is full and lines are being dropped
+        at(0.55)
+        dropped_before = sum(dropped_logs(client_port).values())
+        kill_server(3, full_then_restart_agent)
     writer.join(timeout=cfg.duration_s + 60)
     if writer.error is not None:
         raise writer.error
@@ -298,7 +319,14 @@ def _query(db: Path, sql: str) -> list[tuple]:
 
 
 def _result(
-    db: Path, writer: LogWriter, usage: Usage, disk: Path, dropped: dict[str, float], base: str, cfg: SoakConfig, wall: float
+    db: Path,
+    writer: LogWriter,
+    usage: Usage,
+    disk: Path,
+    dropped: dict[str, float],
+    base: str,
+    cfg: SoakConfig,
+    wall: float,
 ) -> SoakResult:
     seen: Counter[int] = Counter()
     wrong = 0
