@@ -79,7 +79,7 @@ class Folder:
             jobs.add_processes(name, processes)
             jobs.add_series(name, batch.series)
             if checkpoints:
-                jobs.add_checkpoints(checkpoints)
+                jobs.add_checkpoints(name, checkpoints)
             if steps:
                 follow.detections = self.stragglers.check(jobs.add_steps(name, steps))
                 follow.first_steps = self._first_steps(steps)

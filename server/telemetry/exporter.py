@@ -250,6 +250,13 @@ class _GpuwatchCollector(Collector):
         yield from _ib_families(telemetry, now, timeout)
         if exporter._jobs is not None:
             yield from _job_families(exporter._jobs, exporter._max_rank_series)
+            refused = Metric(
+                "gpuwatch_job_reports_refused",
+                "Reports naming a new job from a node with max_jobs_per_node jobs tracked already (not tracked).",
+                "counter",
+            )
+            refused.add_sample("gpuwatch_job_reports_refused_total", {}, float(exporter._jobs.refused_jobs))
+            yield refused
 
 
 def _ib_families(telemetry: Telemetry, now: float, timeout: float) -> Iterator[Metric]:

@@ -70,6 +70,7 @@ class JobState:
     first_seen: float = 0.0
     failures: int = 0  # run failures decided since this server started tracking the job
     checkpoint: Checkpointing = field(default_factory=Checkpointing)
+    introduced_by: str | None = None  # the node whose report first named the job (its budget holds it)
 
     def rank(self, r: int) -> RankState:
         state = self.ranks.get(r)
@@ -145,9 +146,16 @@ class JobTracker:
         window_s: float = 300.0,
         idle_util: float = 5.0,
         forget_after_s: float = 3600.0,
+        max_jobs_per_node: int = 256,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``max_jobs_per_node``: jobs a node may have tracked at once (forgotten after `forget_after_s` of
+        quiet); a node naming more gets no new ones tracked (`refused_jobs` counts the reports), so one
+        node cannot grow the server's memory and /metrics with job names (docs/security.md)."""
         self.window_s = window_s
+        self.max_jobs_per_node = max_jobs_per_node
+        self.refused_jobs = 0  # reports of a job past its node's budget
+        self._introduced: dict[str, int] = {}  # node → tracked jobs it brought in
         self.idle_util = idle_util
         self.forget_after_s = forget_after_s
         self.clock = clock
@@ -160,7 +168,8 @@ class JobTracker:
         now = self.clock()
         with self._lock:
             for p in processes:
-                job = self._job(p.job, now)
+                if (job := self._job(p.job, now, node)) is None:
+                    continue
                 job.world_size = p.world_size or job.world_size
                 job.hang_timeout_s = p.hang_timeout_s or job.hang_timeout_s
                 if p.rank is not None:
@@ -172,9 +181,8 @@ class JobTracker:
         now = self.clock()
         with self._lock:
             for s in series:
-                if s.job is None:
+                if s.job is None or (job := self._job(s.job, now, node)) is None:
                     continue
-                job = self._job(s.job, now)
                 r = job.rank(-1 if s.rank is None else s.rank)
                 r.node = r.node or node
                 ts, utils = s.ts, s.util_gpu or [None] * len(s.ts)
@@ -225,7 +233,8 @@ class JobTracker:
         touched: set[str] = set()
         with self._lock:
             for st in sorted(steps, key=lambda s: (s.job, s.step, s.rank)):
-                job = self._job(st.job, now)
+                if (job := self._job(st.job, now, node)) is None:
+                    continue
                 r = job.rank(st.rank)
                 r.node = r.node or node
                 r.steps.append(st)
@@ -239,12 +248,14 @@ class JobTracker:
                 touched.add(job.name)
         return touched
 
-    def add_checkpoints(self, reports: list[CheckpointReport]) -> None:
+    def add_checkpoints(self, node: str, reports: list[CheckpointReport]) -> None:
         """Record the client's checkpoint saves (complete or failed)."""
         now = self.clock()
         with self._lock:
             for rep in sorted(reports, key=lambda r: r.ts):
-                c = self._job(rep.job, now).checkpoint
+                if (job := self._job(rep.job, now, node)) is None:
+                    continue
+                c = job.checkpoint
                 if not rep.ok:
                     c.failures += 1
                     c.last_error = rep.error
@@ -259,7 +270,8 @@ class JobTracker:
     def note_failure(self, name: str) -> None:
         """A run of the job failed (the recovery path calls this): the MTBF behind the optimal interval."""
         with self._lock:
-            self._job(name, self.clock()).failures += 1
+            if (job := self._job(name, self.clock(), None)) is not None:
+                job.failures += 1
 
     # -- for the detectors (server/detect) ---------------------------------------------------------
 
@@ -275,7 +287,9 @@ class JobTracker:
         with self._lock:
             gone = [n for n, j in self._jobs.items() if now - j.last_activity > self.forget_after_s]
             for name in gone:
-                del self._jobs[name]
+                job = self._jobs.pop(name)
+                if job.introduced_by is not None:
+                    self._introduced[job.introduced_by] -= 1
         return gone
 
     def gpus_idle(self, job: JobState, now: float) -> bool:
@@ -385,10 +399,16 @@ class JobTracker:
             straggler=r.straggling,
         )
 
-    def _job(self, name: str, now: float) -> JobState:
+    def _job(self, name: str, now: float, node: str | None) -> JobState | None:
+        """The job's state, tracked from now on if ``node`` has room for another job (None: it has not)."""
         job = self._jobs.get(name)
         if job is None:
-            job = self._jobs[name] = JobState(name, first_seen=now)
+            if node is not None:
+                if self._introduced.get(node, 0) >= self.max_jobs_per_node:
+                    self.refused_jobs += 1
+                    return None
+                self._introduced[node] = self._introduced.get(node, 0) + 1
+            job = self._jobs[name] = JobState(name, first_seen=now, introduced_by=node)
         job.last_activity = now
         return job
 

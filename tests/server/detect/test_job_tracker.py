@@ -182,3 +182,19 @@ def test_summary_rates_and_gpu_accounting() -> None:
     assert r.nvlink_bytes_per_s == 1024 * 1024.0  # 1 MiB more each second
     assert s.gpu_hours == 10 / 3600 and s.idle_gpu_hours == 2 / 3600
     assert s.energy_kwh == 500 * 10 / 3.6e6
+
+
+def test_a_node_has_a_budget_of_tracked_jobs_that_quiet_jobs_give_back() -> None:
+    """One node naming 100,000 jobs grew the server to 885 MiB and /metrics to 36 MB (issue 21)."""
+    clock = Clock()
+    t = JobTracker(max_jobs_per_node=3, forget_after_s=60, clock=clock)
+    for n in range(5):
+        t.add_steps("n1", [_step(0, 0, clock.now, 1.0, 0.1, job=f"j{n}")])
+    t.add_steps("n2", [_step(0, 0, clock.now, 1.0, 0.1, job="other")])  # another node's budget is its own
+    assert sorted(t.jobs()) == ["j0", "j1", "j2", "other"] and t.refused_jobs == 2
+    t.add_steps("n1", [_step(0, 1, clock.now, 1.0, 0.1, job="j0")])  # a tracked job is always taken
+    clock.now += 61
+    t.add_steps("n1", [_step(0, 2, clock.now, 1.0, 0.1, job="j0")])
+    assert sorted(t.forget_quiet()) == ["j1", "j2", "other"]
+    t.add_steps("n1", [_step(0, 0, clock.now, 1.0, 0.1, job="j3")])  # room again
+    assert sorted(t.jobs()) == ["j0", "j3"] and t.refused_jobs == 2
