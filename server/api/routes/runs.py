@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from starlette.concurrency import run_in_threadpool
 
 from gpuwatch.diagnosis.model import Diagnosis as Diagnosis_
-from gpuwatch.protocol import Api
+from gpuwatch.protocol import TS_FUTURE_S, TS_PAST_S, Api
 from gpuwatch.recovery import Decision
 from gpuwatch.recovery.settings import policy_config
 from server.api.body import json_body, read_model
@@ -201,6 +201,12 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
     ``diagnosis`` and ``decision``, which are recorded as they were. A repeated exit changes nothing.
     A run that succeeds resolves its job's decided incidents."""
     body = await read_model(request, RunExit, svc.settings.server.max_body_bytes)
+    saved_at = body.checkpoint.saved_at if body.checkpoint else None
+    if saved_at is not None and not time.time() - TS_PAST_S <= saved_at <= time.time() + TS_FUTURE_S:
+        # a time every reader (the post-mortem's lost work, the period report) can make a date of
+        raise HTTPException(
+            422, f"checkpoint.saved_at {saved_at!r} is outside the accepted window around the server's clock"
+        )
     local = None
     if body.decision is not None or body.diagnosis is not None:
         try:

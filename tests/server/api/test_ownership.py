@@ -130,3 +130,13 @@ def test_a_job_an_admin_registers_to_nodes_takes_runs_and_reports_from_each_of_t
     assert summary.ranks[0].last_step == 3 and cluster.metric("gpuwatch_ingest_foreign_job_reports_total") == 0
     with cluster.server.services.sessions() as session:
         assert session.query(AuditEntry).filter_by(action="job.register", target="multi").count() == 1
+
+
+def test_a_checkpoint_time_no_reader_could_date_is_refused_and_the_run_stays_running(cluster: Cluster) -> None:
+    run = cluster.a.post("/api/v1/runs", json={"job": "ck", "key": "ck-1"}).json()["id"]
+    bad = {"exit_code": 1, "checkpoint": {"path": "/ckpt/step_10", "step": 10, "saved_at": 1e12}}
+    refused = cluster.a.post(f"/api/v1/runs/{run}/exit", json=bad)
+    assert refused.status_code == 422 and "saved_at" in refused.json()["detail"]
+    assert cluster.a.get(f"/api/v1/runs/{run}").json()["state"] == "running"  # nothing stored
+    good = {**bad, "checkpoint": {**bad["checkpoint"], "saved_at": time.time() - 60}}
+    assert cluster.a.post(f"/api/v1/runs/{run}/exit", json=good).json()["incident_id"] is not None
