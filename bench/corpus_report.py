@@ -22,30 +22,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpuwatch.diagnosis.engine import diagnose_rules
-from gpuwatch.diagnosis.model import Diagnosis, LogSource
+from gpuwatch.diagnosis.model import Diagnosis
 from gpuwatch.taxonomy import REASONS
 
-CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "failures"
-
-
-def load_case(case: Path) -> tuple[dict, list[LogSource]]:
-    """The label and the logs of one case, each log with what the launcher knew about it."""
-    meta = tomllib.loads((case / "case.toml").read_text())
-    files = meta.get("files", {})
-    sources = []
-    for path in sorted(p for p in case.iterdir() if p.is_file() and p.name not in ("case.toml", "README.md")):
-        known = files.get(path.name, {})
-        sources.append(
-            LogSource(
-                file=path.name,
-                lines=path.read_text(errors="replace").splitlines(),
-                node=known.get("node"),
-                rank=known.get("rank"),
-                exit_code=known.get("exit_code"),
-                signal=known.get("signal"),
-            )
-        )
-    return meta, sources
+# The corpus test's own reading of a case, so that the report and the test judge the same thing.
+from tests.gpuwatch.diagnosis.test_diagnosis_corpus import CORPUS, load_case
 
 
 def cases(corpus: Path = CORPUS) -> list[Path]:
