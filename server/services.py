@@ -13,11 +13,11 @@ import logging
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, ProcessCollector
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpuwatch.config import Settings
-from gpuwatch.protocol import GpuInfo, GpuSample
+from gpuwatch.protocol import GpuSample
 from server.detect.hangs import HangDetector
 from server.detect.metrics import DetectMetrics
 from server.detect.record import record
@@ -37,7 +37,6 @@ from server.ingest.writer import BatchWriter
 from server.notify.webhooks import Notifier
 from server.store.db import make_engine, make_sessionmaker
 from server.store.migrate import check_schema
-from server.store.models import Gpu, Node
 from server.store.nodes import NODE_SEEN_EVERY_S, LastSeen
 from server.store.retention import PruneResult, Retention, RetentionMetrics, prune
 from server.store.rollups import RollupBuffer
@@ -46,6 +45,7 @@ from server.telemetry.exporter import MetricsExporter
 from server.telemetry.job_tracker import JobTracker
 from server.telemetry.labels import LabelBudget
 from server.telemetry.latest import Telemetry
+from server.telemetry.restore import restore
 
 log = logging.getLogger("gpuwatch.server")
 
@@ -125,7 +125,6 @@ def build(settings: Settings) -> Services:
 
     labels = LabelBudget(registry)
     telemetry = Telemetry(server.ring_size, sample_type=mirror(GpuSample), labels=labels)
-    _load_inventory(sessions, telemetry)
     jobs = JobTracker(window_s=server.job_window_s)
     exporter = MetricsExporter(
         telemetry, registry, server.node_timeout_s, jobs=jobs, max_rank_series=server.max_rank_series
@@ -137,6 +136,7 @@ def build(settings: Settings) -> Services:
     registry.register(IncidentCollector(sessions))
 
     detect_metrics = DetectMetrics(registry)
+    restore(sessions, telemetry, detect_metrics, labels, server.rollup_flush_s)  # what alerts need, from the database
     stragglers = StragglerDetector(
         jobs,
         margin=server.straggler_margin,
@@ -188,22 +188,3 @@ def build(settings: Settings) -> Services:
         notifier=notifier,
         tokens=TokenCache(server.token_cache_s),
     )
-
-
-def _load_inventory(sessions: sessionmaker[Session], telemetry: Telemetry) -> None:
-    """Known GPUs are listed (without values) from the start, before their agents reconnect."""
-    with sessions() as session:
-        rows = session.execute(select(Node.name, Gpu).join(Gpu, Gpu.node_id == Node.id)).tuples().all()
-    by_node: dict[str, list[GpuInfo]] = {}
-    for name, gpu in rows:
-        by_node.setdefault(name, []).append(
-            GpuInfo(
-                index=gpu.index,
-                uuid=gpu.uuid,
-                name=gpu.model,
-                memory_total_mib=gpu.memory_total_mib,
-                pci_bus_id=gpu.pci_bus_id,
-            )
-        )
-    for name, gpus in by_node.items():
-        telemetry.set_inventory(name, gpus)

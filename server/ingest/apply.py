@@ -4,8 +4,9 @@
 it was folded the first time): its GPU series into the latest values, rings and rollups, its
 InfiniBand counters, its processes, steps and checkpoints into the job tracker, its Xids into their
 counter. What that turns up and needs the database — a run's first step to stamp, stragglers found,
-fatal Xids — comes back as a `FollowUp`, which the request runs (`Folder.follow_up`) off the writer
-thread, so that opening an incident never holds up other nodes' batches.
+fatal Xids, GPUs' changed fault counts — comes back as a `FollowUp`, which the request runs
+(`Folder.follow_up`) off the writer thread, so that opening an incident never holds up other nodes'
+batches.
 """
 
 from __future__ import annotations
@@ -22,24 +23,27 @@ from server.detect.stragglers import StragglerDetector
 from server.incidents.context import IncidentContext
 from server.ingest.first_steps import FirstSteps
 from server.ingest.store import StoreResult
+from server.store.db import transaction
 from server.store.models import Node
+from server.store.nodes import from_agent, store_faults
 from server.store.rollups import RollupBuffer
 from server.telemetry.job_tracker import JobTracker
 from server.telemetry.labels import LabelBudget
-from server.telemetry.latest import Telemetry
+from server.telemetry.latest import FaultChange, Telemetry
 
 
 @dataclass(slots=True)
 class FollowUp:
     """What a folded batch asks of the database: first steps to stamp (job, run id, step times),
-    detections to record, fatal Xid codes to open an incident for."""
+    detections to record, fatal Xid codes to open an incident for, GPUs' new fault counts to store."""
 
     first_steps: list[tuple[str, int, list[float]]] = field(default_factory=list)
     detections: list[Detection] = field(default_factory=list)
     fatal_xids: list[int] = field(default_factory=list)
+    faults: list[FaultChange] = field(default_factory=list)  # GPUs whose fault counts changed: to store
 
     def __bool__(self) -> bool:
-        return bool(self.first_steps or self.detections or self.fatal_xids)
+        return bool(self.first_steps or self.detections or self.fatal_xids or self.faults)
 
 
 class Folder:
@@ -68,7 +72,7 @@ class Folder:
             name = node.name
             if self.rollups.flush_s > 0:
                 self.rollups.add(node.id, batch.series)  # only once committed: a retried batch counts once
-            self.telemetry.add_series(name, batch.series)
+            follow.faults = self.telemetry.add_series(name, batch.series)
             self.telemetry.add_ib(name, batch.ib)
             jobs = self.jobs
             processes, steps, checkpoints = batch.processes, batch.steps, batch.checkpoints
@@ -85,7 +89,7 @@ class Folder:
                 follow.first_steps = self._first_steps(steps)
             count_xids(self.detect_metrics, self.labels, name, result.new_events)
             follow.fatal_xids = fatal_xids(batch, time.time())  # cheap: a regex only on kernel lines
-        self.telemetry.touch(node.name, batch.dropped or None)
+        self.telemetry.touch(node.name, batch.dropped or None, agent=from_agent(batch))
         return follow
 
     def _first_steps(self, steps: list[StepReport]) -> list[tuple[str, int, list[float]]]:
@@ -103,3 +107,6 @@ class Folder:
             record(self.incidents, self.detect_metrics, follow.detections)
         if follow.fatal_xids:
             open_xid_incident(self.incidents, node.id, node.name, follow.fatal_xids)
+        if follow.faults:  # rare: counts change when a fault happens (and once per GPU after a restart)
+            with transaction(self.incidents.sessions) as session:
+                store_faults(session, node.id, follow.faults)

@@ -19,6 +19,8 @@ from gpuwatch.protocol import Batch, BatchAck, Event, sample_count
 from server.store.jobs import store_job_data
 from server.store.models import EventRow, IngestBatch, LogLineRow, Node
 from server.store.upsert import insert_ignore
+from server.store.xids import add_xid_counts
+from server.telemetry.labels import DEFAULT_CAP
 
 
 @dataclass(slots=True)
@@ -111,6 +113,7 @@ def store_batches(session: Session, items: Sequence[tuple[Node, Batch]]) -> list
             if (node.id, ev.stream, ev.seq) in stored_events:
                 stored_events.discard((node.id, ev.stream, ev.seq))
                 new_events.append(ev)
+        add_xid_counts(session, node.id, new_events, cap=DEFAULT_CAP)
         ack = BatchAck(
             batch_id=batch.batch_id,
             samples=sample_count(batch),

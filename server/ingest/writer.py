@@ -46,7 +46,7 @@ from server.ingest.metrics import IngestMetrics
 from server.ingest.store import StoreResult, store_batches
 from server.store.db import transaction
 from server.store.models import Node
-from server.store.nodes import LastSeen
+from server.store.nodes import LastSeen, from_agent
 from server.store.rollups import RollupBuffer
 
 log = logging.getLogger("gpuwatch.server.ingest")
@@ -262,7 +262,7 @@ class BatchWriter:
         assert len(pairs) == len(items), "only decoded batches are committed"
         with transaction(self._sessions) as session:
             results = store_batches(session, pairs)
-            self._seen.write(session, (node.id for node, _ in pairs))
+            self._seen.write(session, (node.id for node, _ in pairs), agents=(n.id for n, b in pairs if from_agent(b)))
             if rollups.flush_s == 0:
                 for (node, batch), result in zip(pairs, results, strict=True):
                     if not result.ack.duplicate:

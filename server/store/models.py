@@ -75,6 +75,9 @@ class Node(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     registered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    agent_seen_at: Mapped[datetime | None] = mapped_column(
+        UTCDateTime, doc="its agent's last word (register, heartbeat, a batch of samples): not its supervisors'"
+    )
     dropped: Mapped[dict[str, int]] = mapped_column(JSON, default=dict)
 
 
@@ -108,6 +111,27 @@ class Gpu(Base):
     pci_bus_id: Mapped[str | None] = mapped_column(String(64))
     first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Its last known fault counts, which only a reset clears: still true of a GPU unheard since.
+    ecc_sbe_volatile: Mapped[int | None] = mapped_column(BigInteger)
+    ecc_dbe_volatile: Mapped[int | None] = mapped_column(BigInteger)
+    retired_pages_sbe: Mapped[int | None] = mapped_column(BigInteger)
+    retired_pages_dbe: Mapped[int | None] = mapped_column(BigInteger)
+    remap_failure: Mapped[bool | None] = mapped_column(Boolean)
+    faults_at: Mapped[datetime | None] = mapped_column(UTCDateTime, doc="when the fault counts were sampled")
+
+
+class XidCount(Base):
+    """Xid events stored per node, GPU (-1: none named) and code: what `gpuwatch_xid_events_total`
+    continues from after a restart. Kept whole (not pruned with the events: a count that fell would read
+    as a counter reset, a burst of new Xids); at most a node's label budget of rows per node."""
+
+    __tablename__ = "xid_counts"
+
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), primary_key=True)
+    gpu: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    xid: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    count: Mapped[int] = mapped_column(BigInteger)
+    last_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class IngestBatch(Base):

@@ -8,12 +8,14 @@ import secrets
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from gpuwatch.protocol import GpuInfo, RegisterRequest
 from server.store.models import ApiToken, Gpu, Node, utcnow
+from server.telemetry.latest import FaultChange, Faults
 
 TOKEN_PREFIX = "gwn_"
 #: How often a node's last_seen_at is written with its batches, at most (`LastSeen`).
@@ -67,7 +69,7 @@ def register(session: Session, node: Node, req: RegisterRequest) -> list[Gpu]:
     node.agent_version = req.agent_version
     node.collector = req.collector
     node.driver_version = req.driver_version
-    node.registered_at = node.last_seen_at = now
+    node.registered_at = node.last_seen_at = node.agent_seen_at = now
     return upsert_gpus(session, node.id, req.gpus, now)
 
 
@@ -101,34 +103,74 @@ def _describe(gpu: Gpu, info: GpuInfo, now: datetime) -> None:
     gpu.last_seen_at = now
 
 
+def from_agent(batch: Any) -> bool:
+    """Whether a batch is its node's agent's: a supervisor ships only its job's log lines, so a node
+    whose agent is down can still be heard, and must not count as watched (`Node.agent_seen_at`)."""
+    return bool(
+        batch.series or batch.samples or batch.events or batch.ib or batch.processes or batch.steps or batch.checkpoints
+    )
+
+
+def store_faults(session: Session, node_id: int, changes: Iterable[FaultChange]) -> None:
+    """The GPUs' new fault counts (`Telemetry.add_series`), for the next start to export before their
+    agent reconnects, or while their node is silent."""
+    rows = [
+        {"node": node_id, "index": c.gpu, "at": datetime.fromtimestamp(c.ts, UTC)}
+        | {f"f_{k}": v for k, v in c.faults._asdict().items()}
+        for c in changes
+    ]
+    table = Gpu.__table__
+    stmt = (
+        update(table)
+        .where(table.c.node_id == bindparam("node"), table.c.index == bindparam("index"))
+        .values(
+            faults_at=bindparam("at", type_=table.c.faults_at.type),
+            **{name: bindparam(f"f_{name}", type_=table.c[name].type) for name in Faults._fields},
+        )
+    )
+    session.connection().execute(stmt, rows)
+
+
+_NODES = Node.__table__
+
+
 class LastSeen:
     """Nodes' `last_seen_at`, written in the transaction that stores their batches, each node's at most
     every ``every_s`` (1,250 nodes' every batch would be 250 updates a second for nothing). Silence
     detection reads it (every replica's), so ``every_s`` must be well under `node_timeout_s`: the server
-    uses a sixth of it, at most `NODE_SEEN_EVERY_S`.
+    uses a sixth of it, at most `NODE_SEEN_EVERY_S`. Likewise `agent_seen_at` for the nodes whose
+    batches were their agent's (`from_agent`), which the wait for a silent agent's evidence reads.
 
     A node is marked written before its transaction commits: if that rolls back, its next write comes
     at most ``every_s`` late, which the margin above absorbs."""
 
     def __init__(self, every_s: float) -> None:
         self.every_s = every_s
-        self._written: dict[int, float] = {}  # nodes.id → when its last_seen_at was last written
+        # column → nodes.id → when it was last written for the node
+        self._written: dict[str, dict[int, float]] = {"last_seen_at": {}, "agent_seen_at": {}}
 
-    def write(self, session: Session, node_ids: Iterable[int], now: float | None = None) -> int:
-        """Write ``now`` as the last-seen time of those of ``node_ids`` that are due; how many were."""
+    def write(
+        self, session: Session, node_ids: Iterable[int], now: float | None = None, agents: Iterable[int] = ()
+    ) -> int:
+        """Write ``now`` as the last-seen time of those of ``node_ids`` that are due, and as the agent's
+        of those of ``agents``; how many nodes' last-seen times were due."""
         now = time.time() if now is None else now
-        due = [i for i in set(node_ids) if now - self._written.get(i, -math.inf) >= self.every_s]
-        if due:
-            seen = datetime.fromtimestamp(now, UTC)
-            # Core, not the ORM's bulk update: 0.09 against 0.28 ms for the one node of a group of one batch.
-            session.connection().execute(_SEEN, [{"node": i, "seen": seen} for i in due])
-            self._written.update(dict.fromkeys(due, now))
-        return len(due)
+        seen = datetime.fromtimestamp(now, UTC)
+        counts = []
+        for column, ids in (("last_seen_at", node_ids), ("agent_seen_at", agents)):
+            written = self._written[column]
+            due = [i for i in set(ids) if now - written.get(i, -math.inf) >= self.every_s]
+            if due:
+                # Core, not the ORM's bulk update: 0.09 against 0.28 ms for the one node of a group of one batch.
+                session.connection().execute(_SEEN[column], [{"node": i, "seen": seen} for i in due])
+                written.update(dict.fromkeys(due, now))
+            counts.append(len(due))
+        return counts[0]
 
 
-_NODES = Node.__table__
-_SEEN = (
-    update(_NODES)
+_SEEN = {
+    column: update(_NODES)
     .where(_NODES.c.id == bindparam("node"))
-    .values(last_seen_at=bindparam("seen", type_=_NODES.c.last_seen_at.type))
-)
+    .values({column: bindparam("seen", type_=_NODES.c[column].type)})
+    for column in ("last_seen_at", "agent_seen_at")
+}

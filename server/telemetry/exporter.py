@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from gpuwatch.protocol import GpuSample
 from server.telemetry.job_tracker import JobTracker
-from server.telemetry.latest import GpuState, Telemetry
+from server.telemetry.latest import NO_FAULTS, Faults, GpuState, Telemetry
 
 _KIB = 1024.0
 
@@ -30,6 +30,7 @@ class _Field:
     kind: str  # "gauge" | "counter" (dcgm-exporter's counters have no _total suffix added)
     help: str
     value: Callable[[GpuSample], float | int | bool | None]
+    fault: str | None = None  # the `Faults` field it is: exported for every GPU with one known, heard or not
 
 
 def _mib_total(s: GpuSample) -> float | None:
@@ -62,30 +63,35 @@ DCGM_FIELDS: tuple[_Field, ...] = (
         "counter",
         "Total number of single-bit volatile ECC errors.",
         lambda s: s.ecc_sbe_volatile,
+        "ecc_sbe_volatile",
     ),
     _Field(
         "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
         "counter",
         "Total number of double-bit volatile ECC errors.",
         lambda s: s.ecc_dbe_volatile,
+        "ecc_dbe_volatile",
     ),
     _Field(
         "DCGM_FI_DEV_RETIRED_SBE",
         "counter",
         "Total number of retired pages due to single-bit errors.",
         lambda s: s.retired_pages_sbe,
+        "retired_pages_sbe",
     ),
     _Field(
         "DCGM_FI_DEV_RETIRED_DBE",
         "counter",
         "Total number of retired pages due to double-bit errors.",
         lambda s: s.retired_pages_dbe,
+        "retired_pages_dbe",
     ),
     _Field(
         "DCGM_FI_DEV_ROW_REMAP_FAILURE",
         "gauge",
         "Whether remapping of rows has failed",
         lambda s: s.remap_failure,
+        "remap_failure",
     ),
     _Field(
         "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
@@ -141,15 +147,21 @@ def _label_text(state: GpuState) -> str:
     return ",".join(f'{k}="{_escape(v)}"' for k, v in zip(GPU_LABELS, _labels(state), strict=True))
 
 
-def render_dcgm(gpus: list[tuple[GpuState, str]]) -> str:
+def render_dcgm(gpus: list[tuple[GpuState, str]], known: list[tuple[GpuState, str]] | None = None) -> str:
     """The DCGM families of ``gpus`` (each with its label text) in Prometheus text format, written here
     rather than by prometheus-client: the client would declare a counter as `<name>_total` in its TYPE
     line, and dcgm-exporter's counters (`DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`, …) must keep their exact names,
-    TYPE line included."""
+    TYPE line included. The fault counts (ECC, retired pages, row-remap failure) are those of ``known``
+    (default ``gpus``): only a reset clears them, so a GPU unheard since, or whose node fell silent,
+    still has them, and its alerts hold."""
     out: list[str] = []
     for field in DCGM_FIELDS:
         value = field.value
-        rows = [(labels, v) for state, labels in gpus if (v := value(state.latest)) is not None]  # type: ignore[arg-type]
+        if field.fault is None:
+            rows = [(labels, v) for state, labels in gpus if (v := value(state.latest)) is not None]  # type: ignore[arg-type]
+        else:
+            i = Faults._fields.index(field.fault)
+            rows = [(labels, v) for state, labels in known or gpus if (v := _faults(state)[i]) is not None]
         if not rows:
             continue
         out.append(f"# HELP {field.name} {field.help}")
@@ -159,11 +171,36 @@ def render_dcgm(gpus: list[tuple[GpuState, str]]) -> str:
     return "\n".join(out) + "\n" if out else ""
 
 
+def _faults(state: GpuState) -> Faults:
+    """The GPU's fault counts: those it keeps, else (a state built without them) its latest sample's."""
+    if state.faults == NO_FAULTS and state.latest is not None:
+        return Faults.of(state.latest)
+    return state.faults
+
+
 def _render_ages(gpus: list[tuple[GpuState, str]], now: float) -> str:
     name = "gpuwatch_gpu_last_sample_seconds"
     lines = [f"{name}{{{labels}}} {float(now - s.received_at)!r}" for s, labels in gpus if s.received_at is not None]
     head = f"# HELP {name} Seconds since the GPU's latest sample reached the server.\n# TYPE {name} gauge\n"
     return head + "".join(line + "\n" for line in lines)
+
+
+def _render_lost(gpus: list[tuple[GpuState, str]], agent_seen: dict[str, float | None], timeout: float) -> str:
+    """`gpuwatch_gpu_lost`: 1 for a GPU unheard for ``timeout`` while its node's agent still spoke (it
+    fell off the bus), else 0. Judged against the agent's last word, not the clock, so it holds while
+    the node is silent (silence is no repair) and after a restart (both times are in the database)."""
+    name = "gpuwatch_gpu_lost"
+    lines = []
+    for s, labels in gpus:
+        if s.received_at is not None:
+            seen = agent_seen.get(s.node)
+            lost = seen is not None and seen - s.received_at > timeout
+            lines.append(f"{name}{{{labels}}} {1.0 if lost else 0.0}\n")
+    head = (
+        f"# HELP {name} 1: the GPU has been unheard for node_timeout_s while its node's agent still reported "
+        f"(fallen off the bus), held while the node is silent.\n# TYPE {name} gauge\n"
+    )
+    return head + "".join(lines)
 
 
 class MetricsExporter:
@@ -172,7 +209,9 @@ class MetricsExporter:
 
     A GPU unheard for node_timeout_s is not exported at all, as dcgm-exporter drops a GPU it cannot
     read: a frozen last value would claim a dead GPU is still busy. Its growing
-    `gpuwatch_gpu_last_sample_seconds` says what happened instead.
+    `gpuwatch_gpu_last_sample_seconds` says what happened instead, and `gpuwatch_gpu_lost` whether it
+    fell off the bus while its node reported. Its fault counts (ECC, retired pages, row-remap failure)
+    stay exported: only a reset clears them, so silence must not read as a repair.
     """
 
     def __init__(
@@ -203,7 +242,9 @@ class MetricsExporter:
         ]
         if len(self._label_texts) > 2 * len(gpus) + 1024:  # GPUs gone or renamed: start over
             self._label_texts = {}
-        return (render_dcgm(fresh) + _render_ages(gpus, now)).encode() + generate_latest(self._registry)
+        agent_seen = {n.name: n.agent_seen for n in self._telemetry.nodes()}
+        text = render_dcgm(fresh, gpus) + _render_ages(gpus, now) + _render_lost(gpus, agent_seen, self._node_timeout_s)
+        return text.encode() + generate_latest(self._registry)
 
     def _labels_of(self, state: GpuState) -> str:
         """A GPU's label text, built once: with 10,000 GPUs, joining and escaping the six labels of each

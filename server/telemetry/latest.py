@@ -73,6 +73,38 @@ class Ring:
         return out
 
 
+class Faults(NamedTuple):
+    """A GPU's fault counts that only a reset clears (None: not reported). Unlike a utilization, they stay
+    true of a GPU nobody hears any more, so they are exported and stored whatever its node does."""
+
+    ecc_sbe_volatile: int | None
+    ecc_dbe_volatile: int | None
+    retired_pages_sbe: int | None
+    retired_pages_dbe: int | None
+    remap_failure: bool | None
+
+    @classmethod
+    def of(cls, sample: GpuSample) -> Faults:
+        return cls(
+            sample.ecc_sbe_volatile,
+            sample.ecc_dbe_volatile,
+            sample.retired_pages_sbe,
+            sample.retired_pages_dbe,
+            sample.remap_failure,
+        )
+
+
+NO_FAULTS = Faults(None, None, None, None, None)
+
+
+class FaultChange(NamedTuple):
+    """A GPU's fault counts changed (to be stored): its index, the new counts and the sample's time."""
+
+    gpu: int
+    faults: Faults
+    ts: float
+
+
 @dataclass(slots=True)
 class GpuState:
     node: str
@@ -80,6 +112,7 @@ class GpuState:
     latest: GpuSample | None = None
     received_at: float | None = None  # server clock: when the latest sample arrived (agent clocks may skew)
     recent: Ring | None = field(default=None, repr=False)
+    faults: Faults = NO_FAULTS  # the latest known, from its samples or (after a restart) the database
 
 
 @dataclass(slots=True)
@@ -87,6 +120,7 @@ class NodeState:
     name: str
     last_seen: float | None = None  # monotonic-free unix time of the last request from this node
     dropped: dict[str, int] = field(default_factory=dict)
+    agent_seen: float | None = None  # its agent's last word (a supervisor's logs are not its agent's)
 
 
 class Telemetry:
@@ -118,20 +152,42 @@ class Telemetry:
                 else:
                     state.info = info
 
-    def add_series(self, node: str, series: list[GpuSeries], now: float | None = None) -> None:
+    def restore_node(self, node: str, last_seen: float | None, agent_seen: float | None) -> None:
+        """A node as the database last knew it (at start-up): when it, and its agent, were last heard."""
+        with self._lock:
+            state = self._node(node)
+            if state.last_seen is None:
+                state.last_seen, state.agent_seen = last_seen, agent_seen
+
+    def restore_gpu(self, node: str, info: GpuInfo, sampled_at: float | None, faults: Faults) -> None:
+        """A GPU as the database last knew it (at start-up, before its agent reconnects): when it was last
+        sampled, and its fault counts."""
+        with self._lock:
+            self._node(node)
+            state = self._gpus.get((node, info.index)) or self._add_gpu(node, info)
+            state.info = info
+            if state.received_at is None:
+                state.received_at, state.faults = sampled_at, faults
+
+    def add_series(self, node: str, series: list[GpuSeries], now: float | None = None) -> list[FaultChange]:
         """Samples (series sorted by time): the newest of each GPU becomes its latest, and the ring keeps
-        some. Only the samples kept are looked at one by one."""
+        some. Only the samples kept are looked at one by one. Returns the GPUs whose fault counts changed."""
         now = time.time() if now is None else now
+        changed = []
         with self._lock:
             for s in series:
                 state = self._gpus.get((node, s.gpu))
                 if state is None:
                     state = self._add_gpu(node, GpuInfo(index=s.gpu, uuid=s.uuid, name="unknown"))
                 if state.latest is None or s.ts[-1] >= state.latest.ts:
-                    state.latest = sample_at(s, len(s.ts) - 1, self._sample_type)
+                    latest = state.latest = sample_at(s, len(s.ts) - 1, self._sample_type)
                     state.received_at = now
+                    if (faults := Faults.of(latest)) != state.faults:
+                        state.faults = faults
+                        changed.append(FaultChange(s.gpu, faults, latest.ts))
                 if state.recent is not None and s.ts[-1] >= state.recent.next_ts:
                     state.recent.add(s)
+        return changed
 
     def add_ib(self, node: str, ports: list[IbPortSample], now: float | None = None) -> None:
         now = time.time() if now is None else now
@@ -148,11 +204,16 @@ class Telemetry:
         with self._lock:
             return [(node, p, at) for (node, _, _), (p, at) in sorted(self._ib.items())]
 
-    def touch(self, node: str, dropped: dict[str, int] | None = None, now: float | None = None) -> None:
-        """Note that ``node`` was heard from (and what its agent reports having dropped)."""
+    def touch(
+        self, node: str, dropped: dict[str, int] | None = None, now: float | None = None, *, agent: bool = True
+    ) -> None:
+        """Note that ``node`` was heard from, by its agent or (``agent`` False) only by a supervisor's
+        logs (and what its agent reports having dropped)."""
         with self._lock:
             state = self._node(node)
             state.last_seen = time.time() if now is None else now
+            if agent:
+                state.agent_seen = state.last_seen
             if dropped:
                 state.dropped = dict(dropped)
 
@@ -167,7 +228,7 @@ class Telemetry:
 
     def nodes(self) -> list[NodeState]:
         with self._lock:
-            return [NodeState(n.name, n.last_seen, dict(n.dropped)) for n in self._nodes.values()]
+            return [NodeState(n.name, n.last_seen, dict(n.dropped), n.agent_seen) for n in self._nodes.values()]
 
     def recent(self, node: str, gpu: int) -> list[Point]:
         """The GPU's ring-buffer points, oldest first."""
@@ -190,4 +251,4 @@ class Telemetry:
     @staticmethod
     def _copy(state: GpuState) -> GpuState:
         # Samples are immutable pydantic models; only the containers need copying.
-        return GpuState(state.node, state.info, state.latest, state.received_at)
+        return GpuState(state.node, state.info, state.latest, state.received_at, faults=state.faults)

@@ -55,7 +55,7 @@ async def heartbeat(request: Request, node: NodeDep, svc: ServicesDep) -> None:
     def work() -> None:
         with transaction(svc.sessions) as session:
             row = _row(session, node)
-            row.last_seen_at = utcnow()
+            row.last_seen_at = row.agent_seen_at = utcnow()  # only agents send heartbeats
             if beat.dropped:
                 row.dropped = beat.dropped
 
