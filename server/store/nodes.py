@@ -113,16 +113,21 @@ def from_agent(batch: Any) -> bool:
 
 def store_faults(session: Session, node_id: int, changes: Iterable[FaultChange]) -> None:
     """The GPUs' new fault counts (`Telemetry.add_series`), for the next start to export before their
-    agent reconnects, or while their node is silent."""
+    agent reconnects, or while their node is silent. A GPU sampled before its node registered gets its
+    row here, as the rollups would give it."""
+    changes = list(changes)
+    known = set(session.scalars(select(Gpu.index).where(Gpu.node_id == node_id)))
+    if missing := [GpuInfo(index=c.gpu, uuid=c.uuid, name="unknown") for c in changes if c.gpu not in known]:
+        upsert_gpus(session, node_id, missing, datetime.fromtimestamp(max(c.ts for c in changes), UTC))
     rows = [
-        {"node": node_id, "index": c.gpu, "at": datetime.fromtimestamp(c.ts, UTC)}
+        {"node": node_id, "gpu_index": c.gpu, "at": datetime.fromtimestamp(c.ts, UTC)}
         | {f"f_{k}": v for k, v in c.faults._asdict().items()}
         for c in changes
     ]
     table = Gpu.__table__
     stmt = (
         update(table)
-        .where(table.c.node_id == bindparam("node"), table.c.index == bindparam("index"))
+        .where(table.c.node_id == bindparam("node"), table.c.index == bindparam("gpu_index"))
         .values(
             faults_at=bindparam("at", type_=table.c.faults_at.type),
             **{name: bindparam(f"f_{name}", type_=table.c[name].type) for name in Faults._fields},

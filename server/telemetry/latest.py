@@ -98,9 +98,10 @@ NO_FAULTS = Faults(None, None, None, None, None)
 
 
 class FaultChange(NamedTuple):
-    """A GPU's fault counts changed (to be stored): its index, the new counts and the sample's time."""
+    """A GPU's fault counts changed (to be stored): its index and UUID, the new counts, the sample's time."""
 
     gpu: int
+    uuid: str
     faults: Faults
     ts: float
 
@@ -184,7 +185,7 @@ class Telemetry:
                     state.received_at = now
                     if (faults := Faults.of(latest)) != state.faults:
                         state.faults = faults
-                        changed.append(FaultChange(s.gpu, faults, latest.ts))
+                        changed.append(FaultChange(s.gpu, s.uuid, faults, latest.ts))
                 if state.recent is not None and s.ts[-1] >= state.recent.next_ts:
                     state.recent.add(s)
         return changed
