@@ -395,6 +395,7 @@ class Supervisor:
             node=diagnosis.node or self.settings.agent.node,
             exit_code=result.code,
             checkpoint_step=checkpoint.step if checkpoint else None,
+            restart_nodes=(self.settings.agent.node,) if self.options.executor == "local" else None,
         )
         log.warning("server away: decided locally: %s (%s)", decision.outcome, decision.why)
         return decision, diagnosis.to_json()

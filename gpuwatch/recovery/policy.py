@@ -12,7 +12,12 @@ pins it):
 6. crash loop: the same reason `crash_loop_n` times in a row, this one included (reasons in
    `loop_exempt`, preemption by default, are not the job's doing and never count as a loop).
 7. no progress: the latest valid checkpoint's step has not advanced across `no_progress_n` restarts.
-8. otherwise restart, after `backoff_base_s * 2**(failures in a row - 1)` capped at `backoff_max_s`,
+8. no node left: the executor can restart only on given nodes (the local executor: the supervisor's
+   own) and every one of them is excluded (blamed now, or by an earlier attempt within
+   `exclude_ttl_s`). A restart there would run on the hardware just blamed, and waiting helps no one
+   (the exclusion lasts until a person has repaired the node), so it stops and tells the owner to move
+   the job.
+9. otherwise restart, after `backoff_base_s * 2**(failures in a row - 1)` capped at `backoff_max_s`,
    excluding the blamed node when the action is `restart_exclude_node`, plus the nodes excluded by
    earlier attempts within `exclude_ttl_s`.
 
@@ -37,7 +42,7 @@ ACTIONS = ("restart", "restart_exclude_node", "notify")
 
 #: Which rule decided (`Decision.rule`), grouped by outcome as the metrics label them.
 _NOTIFY_RULES = frozenset({"exit_93", "notify", "unknown_repeated"})
-_STOP_RULES = frozenset({"paused", "max_restarts", "max_in_window", "crash_loop", "no_progress"})
+_STOP_RULES = frozenset({"paused", "max_restarts", "max_in_window", "crash_loop", "no_progress", "no_node"})
 
 
 def exit_failed(exit_code: int | None, signal: int | None) -> bool:
@@ -188,9 +193,12 @@ def decide(
     node: str | None = None,
     exit_code: int | None = None,
     checkpoint_step: int | None = None,
+    restart_nodes: Sequence[str] | None = None,
 ) -> Decision:
     """Decide about one failure of a job. `history`: its earlier failures, oldest first.
-    `checkpoint_step`: its latest valid checkpoint now (None: none, or unknown)."""
+    `checkpoint_step`: its latest valid checkpoint now (None: none, or unknown). `restart_nodes`: the
+    only nodes its executor can restart it on (the local executor: its own node); None: a scheduler
+    places it."""
     if reason not in REASONS:
         raise ValueError(f"{reason!r} is not a reason of the taxonomy")
     action = config.action(reason)
@@ -251,6 +259,13 @@ def decide(
     if earlier - {blamed}:
         why += f"; still excluding {', '.join(sorted(earlier - {blamed}))} from earlier failures"
     excluded = earlier | {blamed} if blamed else earlier
+    if restart_nodes and set(restart_nodes) <= excluded:
+        nodes = ", ".join(sorted(set(restart_nodes)))
+        return stop(
+            "no_node",
+            f"{reason} ({category}): not restarting, the executor can restart only on {nodes}, which is "
+            "excluded; move the job to another node",
+        )
     decision = Decision(
         reason=reason,
         action=action,

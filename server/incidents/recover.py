@@ -37,7 +37,7 @@ from server.incidents.context import IncidentContext
 from server.notify import notices
 from server.store.audit import audit
 from server.store.db import lock, transaction
-from server.store.models import Action, Diagnosis, Exclusion, Flag, Incident, Job, Run, utcnow
+from server.store.models import Action, Diagnosis, Exclusion, Flag, Incident, Job, Node, Run, utcnow
 
 log = logging.getLogger("gpuwatch.server.recovery")
 
@@ -104,6 +104,7 @@ def decide_for_run(
             node=result.node,
             exit_code=run.exit_code,
             checkpoint_step=(checkpoint or {}).get("step"),
+            restart_nodes=_local_node(session, job, run),
         )
         todo = _record(session, ctx, incident, job, run, decision, checkpoint, actor="server")
     _carry_out(ctx, todo)
@@ -124,6 +125,14 @@ def record_local(
         result = Result.from_json({"reason": decision.reason, "node": decision.node, "source": "rules"})
     _carry_out(ctx, todo)
     notices.send(ctx.notifier, ctx.sessions, "decided", incident_id, result, decision)
+
+
+def _local_node(session: Session, job: Job, run: Run) -> tuple[str, ...] | None:
+    """The one node a local job can restart on (its supervisor's: the run's); None under a scheduler."""
+    if job.scheduler != "local" or run.node_id is None:
+        return None
+    node = session.get(Node, run.node_id)
+    return (node.name,) if node is not None else None
 
 
 def _due(incident: Incident) -> bool:

@@ -221,6 +221,21 @@ def test_excluded_nodes_stay_excluded_for_the_ttl() -> None:
     assert _decide("nccl_error", expired).exclude_nodes == ()
 
 
+def test_an_executor_confined_to_the_excluded_node_does_not_restart_there() -> None:
+    """The local executor restarts only on its own node: excluding it leaves nowhere to go."""
+    d = _decide("gpu_hardware", node="n1", restart_nodes=("n1",))
+    assert (d.restart, d.alert, d.rule, d.outcome, d.exclude_nodes) == (False, True, "no_node", "stop", ())
+    assert d.why == (
+        "gpu_hardware (infrastructure): not restarting, the executor can restart only on n1, which is "
+        "excluded; move the job to another node"
+    )
+    earlier = [Attempt("gpu_hardware", NOW - 1800, restarted=True, excluded=("n1",))]
+    assert _decide("cuda_error", earlier, restart_nodes=("n1",)).rule == "no_node", "excluded by an earlier failure"
+    assert _decide("gpu_hardware", node="n2", restart_nodes=("n1",)).restart, "another node blamed: n1 is fine"
+    assert _decide("cuda_error", node="n1", restart_nodes=("n1",)).restart, "a plain restart excludes nothing"
+    assert _decide("gpu_hardware", node="n1").restart, "a scheduler places the restart elsewhere"
+
+
 def test_pause_switch_stops_every_restart_and_alerts() -> None:
     d = _decide("preempted", config=PolicyConfig(paused=True))
     assert (d.restart, d.alert, d.rule, d.outcome) == (False, True, "paused", "stop")

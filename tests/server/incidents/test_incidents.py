@@ -100,7 +100,8 @@ def test_failed_run_is_diagnosed_from_streamed_logs_within_two_seconds(tmp_path:
             lambda: httpx.get(f"{base}/api/v1/runs/{run['id']}/decision", params={"wait": 2}).json()["decision"],
             what="the recovery decision",
         )
-        assert (decided["outcome"], decided["exclude_nodes"]) == ("restart_exclude_node", ["gpu-node-07"])
+        # A local job restarts only on its own node, the one blamed: it stops instead (issue 22, point 5).
+        assert (decided["outcome"], decided["rule"], decided["exclude_nodes"]) == ("stop", "no_node", [])
         families = {f.name: f for f in text_string_to_metric_families(httpx.get(f"{base}/metrics").text)}
         failures = {
             (s.labels["reason"], s.labels["category"]): s.value
