@@ -363,3 +363,82 @@ def test_every_alert_parses_and_fires_in_the_scenario(scenario: Scenario) -> Non
     for name in expected:  # the expression itself, as sent to the API, returns the alert's series
         rule = next(r for r in rules if r.name == name)
         assert prom.query(rule.expr), name
+
+
+# --- a server restart and a silent node are no repair (issue 22, point 3) ------------------------------
+
+NODE_D, NODE_E = "prom-node-d", "prom-node-e"
+HARDWARE_ALERTS = ("GpuFellOffTheBus", "GpuFatalXid", "GpuUncorrectableEccErrors")
+
+
+def _firing(prom: Prometheus, name: str, **labels: str) -> bool:
+    """Whether the alert fires now for a series with ``labels``, by its own expression (not only held by
+    keep_firing_for)."""
+    rule = next(r for r in alert_rules() if r.name == name)
+    matching = [s for s in prom.query(rule.expr) if all(s["metric"].get(k) == v for k, v in labels.items())]
+    states = {a["state"] for a in prom.api("/alerts")["alerts"] if a["labels"]["alertname"] == name}
+    return bool(matching) and "firing" in states
+
+
+@pytest.mark.prometheus
+def test_a_server_restart_and_a_silent_node_keep_hardware_alerts_firing(tmp_path: Path) -> None:
+    """Node d's GPU 1 falls off the bus (Xid 79) while node d goes on reporting; node e has an Xid 48 and
+    uncorrectable ECC errors, then falls silent. The server is restarted. Every hardware alert fires
+    again from the new server's own series, and node e's hold although it never spoke again."""
+    binary = require_tool("prometheus")
+    url = migrated_sqlite(tmp_path)
+    tokens = {node: new_token(url, node) for node in (NODE_D, NODE_E)}
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {"GPUWATCH_NODE_TIMEOUT_S": str(NODE_TIMEOUT_S), "GPUWATCH_DISRUPTION_MIN_NODES": "4"}
+    procs: list[Proc] = []
+    prom = None
+    try:
+        server = start_server(tmp_path, port, tmp_path / "server.log", env)
+        procs.append(server)
+        prom = Prometheus(binary, prometheus_config(f"127.0.0.1:{port}", [ALERTS_FILE]), tmp_path)
+        agents = {}
+        for node, gpus in ((NODE_D, 2), (NODE_E, 1)):
+            args = ["agent", "--server", base, "--token", tokens[node], "--node", node, "--simulate", str(gpus)]
+            args += ["--client-port", "0", "--flush", "0.5", "--interval", "0.5", "--data-dir", str(tmp_path)]
+            agents[node] = Proc(args, tmp_path / f"{node}.log")
+        procs += agents.values()
+        wait_until(lambda: len(httpx.get(f"{base}/api/v1/gpus").json()) == 3, 30, "both agents")
+        faults = [(NODE_D, 1, "xid", {"code": 79}), (NODE_E, 0, "xid", {"code": 48}), (NODE_E, 0, "ecc_dbe", {})]
+        for node, gpu, fault, params in faults:
+            write_fault(Settings(data_dir=tmp_path, node=node).agent_dir / "faults", gpu, fault, **params)
+        prom.wait_ready()
+        expected = [
+            ("GpuFellOffTheBus", {"instance": NODE_D, "gpu": "1"}),
+            ("GpuFatalXid", {"instance": NODE_E, "gpu": "0", "xid": "48"}),
+            ("GpuUncorrectableEccErrors", {"instance": NODE_E, "gpu": "0"}),
+        ]
+
+        def all_firing() -> bool:
+            return all(_firing(prom, name, **labels) for name, labels in expected)
+
+        wait_until(all_firing, 60, "the hardware alerts", every=0.5)
+        agents[NODE_E].stop()  # node e falls silent
+        wait_until(
+            lambda: prom.query(f'gpuwatch_node_up{{node="{NODE_E}"}} == 0'), NODE_TIMEOUT_S + 15, "node e silent"
+        )
+        server.stop()
+        procs.remove(server)
+        started = time.time()
+        server = start_server(tmp_path, port, tmp_path / "server-2.log", env)
+        procs.append(server)
+        # The new server scraped (its start time newer than the restart), its own series say it all.
+        wait_until(
+            lambda: any(float(s["value"][1]) >= started - 1 for s in prom.query("process_start_time_seconds")),
+            30,
+            "a scrape of the restarted server",
+        )
+        wait_until(all_firing, 30, "the hardware alerts from the restarted server", every=0.5)
+        assert prom.query(f'gpuwatch_node_up{{node="{NODE_E}"}} == 0'), "node e is still silent"
+        assert prom.query(f'gpuwatch_gpu_lost{{instance="{NODE_E}"}} == 0'), "a silent node's GPU is not lost"
+        assert set(HARDWARE_ALERTS) <= set(prom.alerts())
+    finally:
+        if prom:
+            prom.stop()
+        for proc in reversed(procs):
+            proc.stop()
