@@ -3,7 +3,7 @@ retired pages, row-remap failure), each node's agent's last word apart from its 
 Xid count per node, GPU and code that `gpuwatch_xid_events_total` continues from (backfilled from the
 stored Xid events).
 
-Revision ID: 0009
+Revision ID: 0007
 Revises: 0006
 Create Date: 2026-11-26 10:00:00
 """
