@@ -256,6 +256,97 @@ def test_ray_and_kubernetes_node_deaths(text: str) -> None:
     assert _reason(text) == "node_failure"
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # ray-project/ray#30312: Ray's memory monitor; its OutOfMemoryError is the host's, not the GPU's
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+        # WM-PO/WMPO#3: the raylet's summary
+        "(raylet) [2025-12-07 09:57:19,206 E 393463 393463] (raylet) node_manager.cc:3277: 2 Workers (tasks / actors) "
+        "killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 8289f87b, IP: 10.31.0.226)",
+        # openbabel/openbabel#2658 and bcbio/bcbio-nextgen#2393: Slurm's own enforcement, the step cancelled without a reason
+        "slurmstepd-falkor7: error: Step 1141810.0 exceeded memory limit (52917772 > 20971520), being killed\n"
+        "slurmstepd-falkor7: error: *** STEP 1141810.0 ON falkor7 CANCELLED AT 2023-12-13T08:58:22 ***",
+        "slurmstepd-dback-c11-n01: error: Job 848444 exceeded memory limit (33715636 > 32757760), being killed",
+        # FederatedAI/KubeFATE#64: the kubelet evicts under node memory pressure
+        "4m11s  Warning  Evicted  pod/trainer-worker-0  The node was low on resource: memory. Container trainer was "
+        "using 5053216Ki, which exceeds its request of 0.",
+    ],
+)
+def test_memory_monitors_that_kill_before_the_kernel_are_host_oom(text: str) -> None:
+    assert _reason(text) == "host_oom"
+
+
+def test_a_step_that_exceeded_memory_at_some_point_is_only_a_warning() -> None:
+    """chaos/slurm#54: old Slurm prints this after jobs that succeeded; alone it is no failure."""
+    assert _reason("slurmstepd: Exceeded step memory limit at some point.") == "unknown"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # akash-network/support#138 (a DGX node; the container's 137 is the eviction's kill, not the OOM killer)
+        "Reason:              Evicted\nMessage:             The node was low on resource: ephemeral-storage. "
+        "Threshold quantity: 15763389861, available: 12139364Ki.\n      Exit Code:    137",
+        "train-0   ds-ml   Evicted   oct-03-09-compute   Pod The node had condition: [DiskPressure].",  # operate-first/apps#1352
+    ],
+)
+def test_an_eviction_for_local_disk_is_storage(text: str) -> None:
+    assert _reason(text) == "storage_error"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # vllm-project/vllm#10439, sgl-project/sglang#4895: the KV cache does not fit, in the engines' words
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+        "initializing the engine.",
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+        # TideDra/lmm-r1#43: vLLM's sleep-mode allocator, capital E
+        "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+    ],
+)
+def test_serving_engines_gpu_memory_shortfalls_are_gpu_oom(line: str) -> None:
+    assert _reason(line) == "gpu_oom"
+
+
+def test_a_nccl_binding_error_without_in_is_nccl() -> None:
+    """sgl-project/sglang#4289: sglang's pynccl wrapper raises RuntimeError(f"NCCL error: {error_str}")."""
+    text = """
+  File "/env/lib/python3.10/site-packages/sglang/srt/distributed/device_communicators/pynccl_wrapper.py", line 329, in NCCL_CHECK
+    raise RuntimeError(f"NCCL error: {error_str}")
+RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)
+"""
+    assert _reason(text) == "nccl_error"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # ray-project/ray#34971: only that the actor's node died
+        (
+            "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.\n"
+            "The actor is dead because its node has died. Node Id: 2eea4cfb179ce7951c4bbdd5ba3029c3a4dcf7cb66db376084f7c270",
+            "node_failure",
+        ),
+        # ray-project/ray#45497: the node's death reason in the error
+        (
+            "The actor died because its node has died. Node Id: 5d3e0b8a\n"
+            "\tthe actor's node was terminated unexpectedly: health check failed due to missing too many heartbeats",
+            "node_failure",
+        ),
+        # ray-project/ray#63807: a node drained for preemption is a preemption, though its node 'died'
+        (
+            "The actor died because its node has died. Node Id: b157c93d\n"
+            "\tthe actor's node was preempted: preemption_integration_demo: simulating node drain",
+            "preempted",
+        ),
+    ],
+)
+def test_ray_actor_deaths_name_their_node_death(text: str, reason: str) -> None:
+    assert _reason(text) == reason
+
+
 # ---------------------------------------------------------------- priority beats context
 
 
