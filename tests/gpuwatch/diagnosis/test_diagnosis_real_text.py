@@ -462,6 +462,18 @@ def test_nvidia_smi_uncorrectable_ecc_count_beats_the_oom_it_causes() -> None:
     assert diagnose_rules([log, healthy]).reason == "gpu_oom"
 
 
+def test_ray_1x_memory_monitor_is_the_host_not_the_gpu() -> None:
+    """ray-project/ray#10431: its class name ends in OutOfMemoryError, like torch's."""
+    line = "ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node gpu-w27 is used (178.1 / 187.4 GB)."
+    assert _reason(line) == "host_oom"
+
+
+def test_a_pod_stopped_by_graceful_node_shutdown_is_preempted() -> None:
+    """kubernetes/kubernetes#102840: the kubelet's reason and message; the container's 143 follows from it."""
+    text = "Reason:       Terminated\nMessage:      Pod was terminated in response to node shutdown.\n      Exit Code:    143"
+    assert _reason(text) == "preempted"
+
+
 # ---------------------------------------------------------------- priority beats context
 
 
