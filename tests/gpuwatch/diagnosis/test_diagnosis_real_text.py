@@ -256,6 +256,224 @@ def test_ray_and_kubernetes_node_deaths(text: str) -> None:
     assert _reason(text) == "node_failure"
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # ray-project/ray#30312: Ray's memory monitor; its OutOfMemoryError is the host's, not the GPU's
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+        # WM-PO/WMPO#3: the raylet's summary
+        "(raylet) [2025-12-07 09:57:19,206 E 393463 393463] (raylet) node_manager.cc:3277: 2 Workers (tasks / actors) "
+        "killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 8289f87b, IP: 10.31.0.226)",
+        # openbabel/openbabel#2658 and bcbio/bcbio-nextgen#2393: Slurm's own enforcement, the step cancelled without a reason
+        "slurmstepd-falkor7: error: Step 1141810.0 exceeded memory limit (52917772 > 20971520), being killed\n"
+        "slurmstepd-falkor7: error: *** STEP 1141810.0 ON falkor7 CANCELLED AT 2023-12-13T08:58:22 ***",
+        "slurmstepd-dback-c11-n01: error: Job 848444 exceeded memory limit (33715636 > 32757760), being killed",
+        # FederatedAI/KubeFATE#64: the kubelet evicts under node memory pressure
+        "4m11s  Warning  Evicted  pod/trainer-worker-0  The node was low on resource: memory. Container trainer was "
+        "using 5053216Ki, which exceeds its request of 0.",
+    ],
+)
+def test_memory_monitors_that_kill_before_the_kernel_are_host_oom(text: str) -> None:
+    assert _reason(text) == "host_oom"
+
+
+def test_a_step_that_exceeded_memory_at_some_point_is_only_a_warning() -> None:
+    """chaos/slurm#54: old Slurm prints this after jobs that succeeded; alone it is no failure."""
+    assert _reason("slurmstepd: Exceeded step memory limit at some point.") == "unknown"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # akash-network/support#138 (a DGX node; the container's 137 is the eviction's kill, not the OOM killer)
+        "Reason:              Evicted\nMessage:             The node was low on resource: ephemeral-storage. "
+        "Threshold quantity: 15763389861, available: 12139364Ki.\n      Exit Code:    137",
+        "train-0   ds-ml   Evicted   oct-03-09-compute   Pod The node had condition: [DiskPressure].",  # operate-first/apps#1352
+    ],
+)
+def test_an_eviction_for_local_disk_is_storage(text: str) -> None:
+    assert _reason(text) == "storage_error"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # vllm-project/vllm#10439, sgl-project/sglang#4895: the KV cache does not fit, in the engines' words
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+        "initializing the engine.",
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+        # TideDra/lmm-r1#43: vLLM's sleep-mode allocator, capital E
+        "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+    ],
+)
+def test_serving_engines_gpu_memory_shortfalls_are_gpu_oom(line: str) -> None:
+    assert _reason(line) == "gpu_oom"
+
+
+def test_a_nccl_binding_error_without_in_is_nccl() -> None:
+    """sgl-project/sglang#4289: sglang's pynccl wrapper raises RuntimeError(f"NCCL error: {error_str}")."""
+    text = """
+  File "/env/lib/python3.10/site-packages/sglang/srt/distributed/device_communicators/pynccl_wrapper.py", line 329, in NCCL_CHECK
+    raise RuntimeError(f"NCCL error: {error_str}")
+RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)
+"""
+    assert _reason(text) == "nccl_error"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # ray-project/ray#34971: only that the actor's node died
+        (
+            "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.\n"
+            "The actor is dead because its node has died. Node Id: 2eea4cfb179ce7951c4bbdd5ba3029c3a4dcf7cb66db376084f7c270",
+            "node_failure",
+        ),
+        # ray-project/ray#45497: the node's death reason in the error
+        (
+            "The actor died because its node has died. Node Id: 5d3e0b8a\n"
+            "\tthe actor's node was terminated unexpectedly: health check failed due to missing too many heartbeats",
+            "node_failure",
+        ),
+        # ray-project/ray#63807: a node drained for preemption is a preemption, though its node 'died'
+        (
+            "The actor died because its node has died. Node Id: b157c93d\n"
+            "\tthe actor's node was preempted: preemption_integration_demo: simulating node drain",
+            "preempted",
+        ),
+    ],
+)
+def test_ray_actor_deaths_name_their_node_death(text: str, reason: str) -> None:
+    assert _reason(text) == reason
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        # patrickbryant1/AFProfile#8, ecmwf-lab/ai-models-graphcast#18, kingoflolz/mesh-transformer-jax#66: XLA's words
+        (
+            "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4770354232 bytes.",
+            "gpu_oom",
+        ),
+        (
+            "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Failed to allocate request for 2.99GiB (3206250496B) on device ordinal 0",
+            "gpu_oom",
+        ),
+        (
+            "RuntimeError: Resource exhausted: Failed to allocate request for 32.00MiB (33554432B) on device ordinal 0",
+            "gpu_oom",
+        ),
+        # tensorflow/models#5527: TensorFlow's, on a GPU; the same words on a CPU device are the host's memory
+        (
+            "ResourceExhaustedError (see above for traceback): OOM when allocating tensor with shape[64,2016,9,9] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
+            "gpu_oom",
+        ),
+        (
+            "ResourceExhaustedError: OOM when allocating tensor with shape[100,4096,32] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu",
+            "host_oom",
+        ),
+        # flatironinstitute/nemos#345: the BFC allocator's warning says itself that it is not a failure
+        (
+            "W external/xla/xla/tsl/framework/bfc_allocator.cc:310] Allocator (GPU_0_bfc) ran out of memory trying to allocate 3.37GiB with freed_by_count=0. The caller indicates that this is not a failure, but this may mean that there could be performance gains if more memory were available.",
+            "unknown",
+        ),
+    ],
+)
+def test_memory_exhaustion_in_xla_and_tensorflow_words(line: str, reason: str) -> None:
+    assert _reason(line) == reason
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        # jax-ml/jax#15628, jax-ml/jax#22747, LargeWorldModel/LWM#42: XLA's NCCL thunks
+        (
+            "custom call 'xla.gpu.all_reduce' failed: external/xla/xla/service/gpu/nccl_all_reduce_thunk.cc:244: NCCL operation ncclGroupEnd() failed: unhandled cuda error.",
+            "nccl_error",
+        ),
+        (
+            "INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:305: NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: unhandled system error (run with NCCL_DEBUG=INFO for details).",
+            "nccl_error",
+        ),
+        # j-towns/vdvae-jax#2: a caller bug, as ncclInvalidUsage is
+        (
+            "RuntimeError: Internal: nccl_all_reduce_thunk.cc:162: NCCL operation ncclAllReduce(send_buffer, recv_buffer, buffer.element_count, datatype, reduce_op, comm, *cu_stream) failed: invalid usage: while running replica 0",
+            "framework_error",
+        ),
+        # LargeWorldModel/LWM#44: the library is missing, an import problem
+        (
+            "custom call 'xla.gpu.reduce_scatter' failed: external/xla/xla/service/gpu/nccl_utils.cc:134: NCCL operation ncclGetUniqueId(&id) failed: Unable to load NCCL library. Multi-GPU collectives will not work.",
+            "import_error",
+        ),
+    ],
+)
+def test_nccl_failures_as_xla_reports_them(line: str, reason: str) -> None:
+    assert _reason(line) == reason
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # aws/aws-ofi-nccl#161: a fabric error through the OFI plugin beats NCCL's generic 'WARN ... error'
+        "algo-1:462:1702 [0] ofi_process_cq:1033 NCCL WARN NET/OFI Request completed with error. RC: 21. Error: unknown error.",
+        # aws/aws-ofi-nccl#346
+        "libfabric:451707:1708520807::efa:cq:efa_rdm_txe_handle_error():737<warn> err: 5, message: Invalid address My EFA addr: fi_addr_efa://[fe80::13:c2ff:fe6f:f03d]:0:1072483550",
+        # aws/aws-ofi-nccl#22
+        "[ 1632.420956] infiniband efa_0: Failed to process command ALLOC_PD (opcode 14) comp_status 1 err -12",
+        # mlcommons/training#272: TensorFlow's ring all-reduce over gRPC
+        "E tensorflow/core/common_runtime/ring_reducer.cc:369] Aborting RingReduce with Unavailable: Socket closed",
+    ],
+)
+def test_fabric_errors_under_other_names_are_network(text: str) -> None:
+    assert _reason(text) == "network_error"
+
+
+def test_a_libfabric_warning_that_is_not_an_error_is_not_evidence() -> None:
+    line = "libfabric:462:1673041636:efa:core:rxr_info_to_rxr():506<warn> FI_HMEM capability requires RDMA, which this device does not support."
+    assert _reason(line) == "unknown"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # MicrosoftDocs/azure-docs#66288
+        "PreemptionError: Nodes of this job got pre-empted. Check if the run has failed or restarted.",
+        # microsoft/pai#3806: Azure's scheduled-events document
+        '{"DocumentIncarnation":3,"Events":[{"EventId":"9C3A","EventType":"Preempt","ResourceType":"VirtualMachine"}]}',
+    ],
+)
+def test_cloud_preemption_in_other_words(text: str) -> None:
+    assert _reason(text) == "preempted"
+
+
+def test_nvidia_smi_uncorrectable_ecc_count_beats_the_oom_it_causes() -> None:
+    """NVIDIA/k8s-device-plugin#267: every job on the GPU fails with 'CUDA error: out of memory'."""
+    smi = _src(
+        "nvidia-smi.txt",
+        """
+|   0  Tesla V100S-PCI...  Off  | 00000000:00:07.0 Off |                    0 |
+|   1  Tesla V100S-PCI...  Off  | 00000000:00:08.0 Off |                    1 |
+|   2  NVIDIA GeForce ...  On   | 00000000:01:00.0  On |                  N/A |
+""",
+    )
+    log = _src("train.log", "RuntimeError: CUDA error: out of memory")
+    assert diagnose_rules([log, smi]).reason == "gpu_hardware"
+    healthy = _src("nvidia-smi.txt", "|   0  Tesla V100S-PCI...  Off  | 00000000:00:07.0 Off |                    0 |")
+    assert diagnose_rules([log, healthy]).reason == "gpu_oom"
+
+
+def test_ray_1x_memory_monitor_is_the_host_not_the_gpu() -> None:
+    """ray-project/ray#10431: its class name ends in OutOfMemoryError, like torch's."""
+    line = "ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node gpu-w27 is used (178.1 / 187.4 GB)."
+    assert _reason(line) == "host_oom"
+
+
+def test_a_pod_stopped_by_graceful_node_shutdown_is_preempted() -> None:
+    """kubernetes/kubernetes#102840: the kubelet's reason and message; the container's 143 follows from it."""
+    text = "Reason:       Terminated\nMessage:      Pod was terminated in response to node shutdown.\n      Exit Code:    143"
+    assert _reason(text) == "preempted"
+
+
 # ---------------------------------------------------------------- priority beats context
 
 
