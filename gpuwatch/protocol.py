@@ -354,6 +354,13 @@ class LogLine(_Model):
     text: str = Field(max_length=MAX_LOG_LINE_CHARS)
 
 
+def xid_code(event: Event) -> int | None:
+    """An ``xid`` event's code; None for another kind of event, or for an Xid reported without its code
+    (stored, and counted under no code). Takes the decoder's mirror of `Event` too."""
+    code = event.data.get("xid") if event.kind == "xid" else None
+    return code if type(code) is int else None
+
+
 class Event(_Model):
     """Something that happened on a node (an Xid, a lost GPU, an ECC error …), sequenced like log lines."""
 

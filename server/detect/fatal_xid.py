@@ -14,7 +14,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 from gpuwatch.diagnosis.xid import fatal_xid_in_line, xid_reason
-from gpuwatch.protocol import Batch, Event
+from gpuwatch.protocol import Batch, Event, xid_code
 from server.detect.metrics import DetectMetrics
 from server.incidents.context import IncidentContext
 from server.incidents.pipeline import KERNEL_STREAM, LOOKBACK, open_incident
@@ -31,7 +31,7 @@ def count_xids(metrics: DetectMetrics, labels: LabelBudget, node: str, events: l
         if event.kind != "xid":
             continue
         gpu = "" if event.gpu is None else str(event.gpu)
-        code = str(event.data["xid"])
+        code = "" if (c := xid_code(event)) is None else str(c)
         if labels.admit(node, "xid", (gpu, code)):
             metrics.xid_events.labels(node, gpu, code).inc()
 
@@ -39,7 +39,7 @@ def count_xids(metrics: DetectMetrics, labels: LabelBudget, node: str, events: l
 def fatal_xids(batch: Batch, now: float) -> list[int]:
     """The fatal Xid codes in ``batch`` that are recent enough to act on."""
     oldest = now - LOOKBACK.total_seconds()
-    codes = [e.data["xid"] for e in batch.events if e.kind == "xid" and e.ts >= oldest and xid_reason(e.data["xid"])]
+    codes = [c for e in batch.events if (c := xid_code(e)) is not None and e.ts >= oldest and xid_reason(c)]
     for line in batch.logs:
         if line.stream == KERNEL_STREAM and line.ts >= oldest and (code := fatal_xid_in_line(line.text)):
             codes.append(code)

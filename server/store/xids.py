@@ -17,18 +17,19 @@ from datetime import UTC, datetime
 from sqlalchemy import case, select
 from sqlalchemy.orm import Session
 
-from gpuwatch.protocol import Event
+from gpuwatch.protocol import Event, xid_code
 from server.store.models import Node, XidCount
 from server.store.upsert import insert_for
 
 NO_GPU = -1  # an Xid that names no GPU
+NO_CODE = -1  # an Xid reported without its code
 
 
 @dataclass(frozen=True, slots=True)
 class StoredXids:
     node: str
     gpu: int | None
-    xid: int
+    xid: int | None
     count: int
 
 
@@ -39,7 +40,8 @@ def add_xid_counts(session: Session, node_id: int, events: Iterable[Event], cap:
     last: dict[tuple[int, int], float] = {}
     for event in events:
         if event.kind == "xid":
-            key = (NO_GPU if event.gpu is None else event.gpu, int(event.data["xid"]))
+            code = xid_code(event)
+            key = (NO_GPU if event.gpu is None else event.gpu, NO_CODE if code is None else code)
             counts[key] += 1
             last[key] = max(last.get(key, event.ts), event.ts)
     if not counts:
@@ -73,4 +75,7 @@ def stored_xids(session: Session) -> list[StoredXids]:
         .join(Node, Node.id == XidCount.node_id)
         .order_by(Node.name, XidCount.gpu, XidCount.xid)
     ).tuples()
-    return [StoredXids(name, None if gpu == NO_GPU else gpu, xid, count) for name, gpu, xid, count in rows]
+    return [
+        StoredXids(name, None if gpu == NO_GPU else gpu, None if xid == NO_CODE else xid, count)
+        for name, gpu, xid, count in rows
+    ]

@@ -68,5 +68,6 @@ def restore(
         telemetry.restore_gpu(name, info, sampled, faults)
     for x in xids:
         gpu_label = "" if x.gpu is None else str(x.gpu)
-        if labels.admit(x.node, "xid", (gpu_label, str(x.xid))):
-            metrics.xid_events.labels(x.node, gpu_label, str(x.xid)).inc(x.count)
+        code = "" if x.xid is None else str(x.xid)
+        if labels.admit(x.node, "xid", (gpu_label, code)):
+            metrics.xid_events.labels(x.node, gpu_label, code).inc(x.count)

@@ -109,3 +109,18 @@ def test_a_silent_node_keeps_its_lost_gpu_and_its_fault_counts() -> None:
         dbe = [values.get(("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", str(i))) for i in range(3)]
         assert dbe == [0.0, 1.0, 2.0], "fault counts stay exported whatever the node does"
     assert ("DCGM_FI_DEV_GPU_UTIL", "1") not in values, "a silent node's utilization is not frozen in place"
+
+
+def test_an_xid_reported_without_its_code_is_stored_and_counted_under_no_code(settings: Settings) -> None:
+    """An agent may report an Xid whose code it could not read (`data` without ``xid``): the batch is
+    stored, not refused with a 500, and the event counted under an empty code, before and after a restart."""
+    token = new_token(settings.effective_database_url, NODE)
+    headers = {"Authorization": f"Bearer {token}"}
+    uncoded = Event(stream="nvml", seq=1, ts=time.time(), kind="xid", gpu=0, message="Xid (code unreadable)")
+    key = _gpu("gpuwatch_xid_events_total", 0, xid="")
+    with InProcessServer(settings) as srv, httpx.Client(base_url=srv.url, headers=headers) as client:
+        _post(client, Batch(batch_id=1, events=[uncoded, _xid(2, 0, 79)]))
+        during = _samples(srv)
+        assert (during[key], during[_gpu("gpuwatch_xid_events_total", 0, xid="79")]) == (1.0, 1.0)
+    with InProcessServer(settings) as srv:
+        assert _samples(srv)[key] == 1.0
