@@ -1,4 +1,5 @@
-"""The node agent: run the collectors, batch what they read into the spool; the shipper sends it."""
+"""The node agent: run the collectors, batch what they read into the spool; the shipper sends it. It
+also delivers the outboxes that ended `gpuwatch run` supervisors of this node left behind."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from agent.collectors.base import Collector, GpuCollector, GpuEvent, Reading, Re
 from agent.collectors.registry import REGISTRY, Registry
 from agent.local_api import LocalApi
 from agent.metrics import AgentMetrics
+from agent.outbox import deliver_ended
 from agent.shipper import Backoff, Shipper
 from agent.spool import Spool
 from agent.state import AgentState
@@ -39,6 +41,8 @@ from gpuwatch.protocol import (
 log = logging.getLogger("gpuwatch.agent")
 
 _TAIL_PERIOD_S = 0.2
+#: How often the outboxes of ended supervisors are looked at while the server answers.
+OUTBOX_PERIOD_S = 5.0
 
 
 class Agent:
@@ -98,6 +102,7 @@ class Agent:
         """Run until `stop` is set (SIGTERM/SIGINT in the CLI); flush what is pending on the way out."""
         sender = threading.Thread(target=self.shipper.run, args=(self.stop,), name="shipper", daemon=True)
         sender.start()
+        threading.Thread(target=self._deliver_outboxes, name="outboxes", daemon=True).start()
         self.local_api.start()
         s = self.settings.agent
         next_sample = next_flush = self.clock()
@@ -137,6 +142,22 @@ class Agent:
                     c.close()
                 except Exception:  # one collector's trouble does not keep the others open
                     log.exception("collector %s failed to close", name)
+
+    def _deliver_outboxes(self) -> None:
+        """Deliver the run records of this node's supervisors that ended before the server heard of them
+        (`agent.outbox`); while the server is away, back off as the shipper does."""
+        root = self.settings.data_dir / "supervisor"
+        backoff = Backoff(base=1.0, cap=self.settings.agent.backoff_max_s)
+        while not self.stop.is_set():
+            try:
+                _, failed = deliver_ended(root, self.shipper.client)
+            except Exception:  # nothing may end this thread; the records stay on disk
+                log.exception("delivering the supervisors' outboxes failed")
+                self.stop.wait(backoff.next_delay())
+                continue
+            if failed is None:
+                backoff.reset()
+            self.stop.wait(OUTBOX_PERIOD_S if failed is None else backoff.next_delay(failed.retry_after))
 
     def flush(self) -> None:
         """Turn everything pending into spooled batches; then, only if all of it is on disk, remember the

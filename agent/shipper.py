@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import httpx
 
-from agent.api_client import ServerClient
+from agent.api_client import ServerClient, retry_after
 from agent.spool import Spool, SpoolItem
 from gpuwatch.protocol import PROTOCOL_VERSION, Heartbeat, RegisterRequest, RegisterResponse
 
@@ -23,16 +23,25 @@ _PERMANENT = {400, 413, 415, 422}
 _LIMIT_MARGIN = 1024
 
 
+#: Longest Retry-After honoured: a server's mistake must not park a node for a day.
+RETRY_AFTER_MAX_S = 600.0
+
+
 class Backoff:
-    """Exponential backoff with full jitter: after n failures wait uniform(0, min(cap, base·2ⁿ))."""
+    """Exponential backoff with full jitter: after n failures wait uniform(0, min(cap, base·2ⁿ)), and
+    never less than the server's Retry-After when it said one (even past ``cap``: it knows its load).
+    The one backoff of the node side: the agent's shipper, and the supervisor's shipper, outbox and
+    decision watch."""
 
     def __init__(self, base: float = 0.5, cap: float = 30.0, rng: random.Random | None = None) -> None:
         self.base, self.cap, self.failures = base, cap, 0
         self._rng = rng or random.Random()
 
-    def next_delay(self) -> float:
-        delay = self._rng.uniform(0, min(self.cap, self.base * 2**self.failures))
+    def next_delay(self, retry_after: float | None = None) -> float:
+        delay = self._rng.uniform(0, min(self.cap, self.base * 2 ** min(self.failures, 64)))
         self.failures += 1
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, RETRY_AFTER_MAX_S))
         return delay
 
     def reset(self) -> None:
@@ -92,9 +101,7 @@ class Shipper:
                 self._measure_clock()
             self._send(item)
         except (httpx.TransportError, _Retry) as exc:
-            delay = self.backoff.next_delay()
-            if isinstance(exc, _Retry) and exc.after is not None:  # 429 or 503: the server said when
-                delay = max(delay, min(exc.after, self.backoff.cap))
+            delay = self.backoff.next_delay(exc.after if isinstance(exc, _Retry) else None)  # 429, 503: it said
             log.warning(
                 "server unreachable or unwilling (%s); retrying in %.1fs, %d batches spooled",
                 exc,
@@ -175,12 +182,4 @@ def _check(resp: httpx.Response, what: str) -> None:
             what,
             resp.text[:200],
         )
-    raise _Retry(f"{what}: HTTP {resp.status_code}", _retry_after(resp))
-
-
-def _retry_after(resp: httpx.Response) -> float | None:
-    value = resp.headers.get("retry-after", "")
-    try:
-        return max(0.0, float(value)) if value else None
-    except ValueError:  # an HTTP date: rare enough to fall back on the backoff
-        return None
+    raise _Retry(f"{what}: HTTP {resp.status_code}", retry_after(resp))

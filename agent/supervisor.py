@@ -8,14 +8,20 @@ supervisor waits until its lines are delivered, reports the exit with the latest
 and asks the server for the decision. If the server cannot be reached (or does not decide within
 `decision_timeout_s`), the supervisor diagnoses the lines it kept and decides with the same
 `gpuwatch.diagnosis` and `gpuwatch.recovery` code over its own history; that run, its diagnosis and
-its decision wait in an outbox on disk and are recorded by the server when it is back.
+its decision wait in an outbox on disk (`agent.outbox`), with their times on the node's clock, and are
+recorded by the server when it is back, as they happened: delivered by this supervisor, or by the
+node's agent once this supervisor has ended. Every exchange is a model of `gpuwatch.protocol`.
 
 Inside a Slurm job (or with `--executor slurm|kubernetes`) the scheduler restarts the job, not the
 supervisor: it reports the failure, and on a restart decision the server requeues the job through its
 executor and the supervisor just exits.
 
 SIGTERM or SIGINT to the supervisor goes to the whole process group of the job; after `grace_s` for
-an emergency checkpoint the group is killed. A supervisor told to stop does not restart anything.
+an emergency checkpoint the group is killed. A supervisor told to stop does not restart anything, and
+says so: its decision about the exit is a stop (the job was ended from outside), recorded as its own.
+
+While the server is away every retry (log batches, the outbox, the decision watch) backs off
+exponentially with jitter, and never sooner than the server's Retry-After.
 """
 
 from __future__ import annotations
@@ -37,8 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from agent.api_client import ServerClient
+from agent.api_client import ServerClient, Unanswered
 from agent.batching import Pending, make_batch, spool_pending
+from agent.outbox import FILE, Outbox, hold_alive
 from agent.proctree import descendants, signal_all
 from agent.shipper import Backoff, Shipper
 from agent.spool import Spool
@@ -46,7 +53,7 @@ from gpuwatch.client.checkpoint import CHECKPOINT_LOG_ENV, RESUME_ENV
 from gpuwatch.config import Settings
 from gpuwatch.diagnosis.diagnose import diagnose
 from gpuwatch.diagnosis.model import LogSource
-from gpuwatch.protocol import Batch, LogLine, log_text
+from gpuwatch.protocol import Batch, CheckpointRef, LocalDecision, LogLine, RunExit, RunStart, log_text
 from gpuwatch.recovery import Attempt, Checkpoint, Decision, decide, exit_failed, latest_valid, validate
 from gpuwatch.recovery.settings import policy_config
 
@@ -54,6 +61,10 @@ log = logging.getLogger("gpuwatch.supervisor")
 
 EXCLUDE_ENV = "GPUWATCH_EXCLUDE_NODES"
 KEPT_LINES = 50_000  # per stream, for a local diagnosis when the server is away
+#: How long one decision request asks the server to hold its answer (the request's own timeout is longer).
+DECISION_POLL_S = 10.0
+#: The idle pace of the sending thread (log lines shipped this often while the server answers).
+SHIP_PERIOD_S = 0.1
 
 
 @dataclass(slots=True)
@@ -80,52 +91,11 @@ class Exit:
     code: int | None
     signal: int | None
     at: float = field(default_factory=time.monotonic)  # when the exit was seen
+    ts: float = field(default_factory=time.time)  # the same, on the node's clock (for the record)
 
     @property
     def failed(self) -> bool:
         return exit_failed(self.code, self.signal)
-
-
-class Outbox:
-    """Runs whose start or exit the server has not acknowledged, kept on disk in order (JSON lines)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-
-    def add(self, record: dict[str, Any]) -> None:
-        with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a") as f:
-                f.write(json.dumps(record) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._read())
-
-    def deliver(self, client: ServerClient) -> int:
-        """Send what can be sent, in order; keep the rest. Returns how many are still pending."""
-        with self._lock:
-            records = self._read()
-            while records:
-                rec = records[0]
-                started = client.start_run(rec["start"])
-                if started is None:
-                    break
-                if client.report_exit(started["id"], rec["exit"]) is None:
-                    break
-                records.pop(0)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
-            os.replace(tmp, self.path)
-            return len(records)
-
-    def _read(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
 
 
 class Supervisor:
@@ -140,7 +110,7 @@ class Supervisor:
         home.mkdir(parents=True, exist_ok=True)
         self.home = home
         self.client = ServerClient(settings.agent.server_url, token)
-        self.outbox = Outbox(home / "outbox.jsonl")
+        self.outbox = Outbox(home / FILE)
         self.spool = Spool(home / "spool", settings.agent.spool_max_bytes)
         self.shipper = Shipper(
             self.client,
@@ -154,8 +124,10 @@ class Supervisor:
         self._spooling = threading.Lock()
         self.checkpoint_log = home / "checkpoints.jsonl"
         self.history: list[Attempt] = []
+        self._local_restart: str | None = None  # the key of the attempt this supervisor decided to restart
         self.clock: Callable[[], float] = time.time  # the node's clock, which the lines are stamped with
         self.stop = threading.Event()  # set by SIGTERM/SIGINT: stop the job, restart nothing
+        self._done = threading.Event()  # the attempt loop is over: the sending thread drains and ends
         self._proc: subprocess.Popen[bytes] | None = None
         self._tree: dict[int, int] = {}  # the running attempt's processes seen so far: pid → start time
         self._lines: dict[str, deque[str]] = {}
@@ -166,6 +138,7 @@ class Supervisor:
     # -- the attempt loop -------------------------------------------------------------------------
 
     def run(self) -> int:
+        alive = hold_alive(self.home)  # the agent leaves this job's outbox to us while we live
         sender = threading.Thread(target=self._ship, name="supervisor-shipper", daemon=True)
         sender.start()
         restart_of: str | None = None
@@ -174,19 +147,23 @@ class Supervisor:
             while True:
                 checkpoint = self.latest_checkpoint()
                 key = f"{_safe(self.options.job)[:40]}-{uuid.uuid4().hex[:12]}"
-                start = {
-                    "job": self.options.job,
-                    "node": self.settings.agent.node,
-                    "key": key,
-                    "command": " ".join(self.options.command),
-                    "resume_from": str(checkpoint.path) if checkpoint else None,
-                    "restart_of": restart_of,
-                    "policy": self.options.policy or None,
-                    "scheduler": self.options.executor,
-                    "external_id": self.options.external_id,
-                }
-                started = self.client.start_run(start)
-                run_id = started["id"] if started else None
+                start = RunStart(
+                    job=self.options.job,
+                    node=self.settings.agent.node,
+                    key=key,
+                    command=" ".join(self.options.command),
+                    resume_from=str(checkpoint.path) if checkpoint else None,
+                    restart_of=restart_of,
+                    policy=self.options.policy or None,
+                    scheduler=self.options.executor,  # type: ignore[arg-type]  # checked by the CLI
+                    external_id=self.options.external_id,
+                    started_at=self.clock(),
+                )
+                if restart_of is not None and self._local_restart == restart_of:  # our own decision's restart
+                    self.outbox.restarted(restart_of, start.started_at or self.clock())
+                    self._local_restart = None
+                started = self.client.start_run(start.model_copy(update={"started_at": None}))
+                run_id = None if isinstance(started, Unanswered) else started.id
                 began = time.monotonic()
                 result = self._launch(key, checkpoint, exclude, run_id)
                 took = time.monotonic() - began
@@ -207,12 +184,17 @@ class Supervisor:
                 restart_of, exclude = key, decision.exclude_nodes
         finally:
             self._flush_logs(timeout=5.0)
-            pending = self.outbox.deliver(self.client)
+            pending, _ = self.outbox.deliver(self.client)
             if pending:
-                log.warning("%d run record(s) kept in %s for the server", pending, self.outbox.path)
-            self.stop.set()
+                log.warning(
+                    "%d run record(s) kept in %s: the node's agent delivers them when the server is back",
+                    pending,
+                    self.outbox.path,
+                )
+            self._done.set()
             sender.join(timeout=10)
             self.client.close()
+            alive.close()
 
     def latest_checkpoint(self) -> Checkpoint | None:
         """The newest valid checkpoint: reported by the job (checkpoint_saved) or found in the directory."""
@@ -313,12 +295,15 @@ class Supervisor:
     def _watch(self, run_id: int, proc: subprocess.Popen[bytes]) -> None:
         """While the job runs, wait for a decision about it: the server decides about a running run when
         it hangs (or its node went silent). Then stop the job; the attempt loop follows the decision."""
+        backoff = Backoff(base=1.0, cap=30.0)
         while proc.poll() is None and not self.stop.is_set():
-            got = self.client.decision(run_id, wait_s=10)
-            if got is None:
-                self.stop.wait(5.0)  # the server is away; the job goes on
-            elif got["state"] == "decided" and proc.poll() is None:
-                log.warning("the server decided about the running job: %s; stopping it", got["decision"].get("why"))
+            got = self.client.decision(run_id, wait_s=DECISION_POLL_S)
+            if isinstance(got, Unanswered):  # the server is away; the job goes on
+                self.stop.wait(backoff.next_delay(got.retry_after))
+                continue
+            backoff.reset()
+            if got.state == "decided" and got.decision is not None and proc.poll() is None:
+                log.warning("the server decided about the running job: %s; stopping it", got.decision.get("why"))
                 self._kill(proc)
                 return
 
@@ -340,44 +325,71 @@ class Supervisor:
     # -- reporting and deciding -------------------------------------------------------------------
 
     def _report(
-        self, key: str, start: dict[str, Any], run_id: int | None, result: Exit, checkpoint: Checkpoint | None
+        self, key: str, start: RunStart, run_id: int | None, result: Exit, checkpoint: Checkpoint | None
     ) -> Decision | None:
-        """Report the exit; for a failure, the decision (the server's, else a local one)."""
+        """Report the exit; for a failure, the decision: the server's, else the supervisor's own (the
+        server away, or this supervisor told to stop), which is reported with the exit."""
         streams = [s for s in self._lines if s.startswith(f"run/{key}/")]
-        body: dict[str, Any] = {"exit_code": result.code, "signal": result.signal, "streams": streams}
+        body = RunExit(exit_code=result.code, signal=result.signal, streams=streams, ended_at=result.ts)
         if checkpoint is not None:
-            body["checkpoint"] = {"path": str(checkpoint.path), "step": checkpoint.step, "saved_at": checkpoint.mtime}
+            body.checkpoint = CheckpointRef(path=str(checkpoint.path), step=checkpoint.step, saved_at=checkpoint.mtime)
         if result.failed:
             self._flush_logs(timeout=5.0)  # the server diagnoses from these lines: deliver them first
-        reported = self.client.report_exit(run_id, body) if run_id else None
+        if result.failed and self.stop.is_set():  # ended from outside: our stop is the decision
+            return self._decide_here(key, start, run_id, body, result, checkpoint, reported=False)
+        reported = self.client.report_exit(run_id, _live(body)) if run_id is not None else Unanswered()
         if not result.failed:
-            if reported is None:
-                self.outbox.add({"start": start, "exit": body})
+            if isinstance(reported, Unanswered):
+                self.outbox.add(start, body)
             return None
-        decision = self._server_decision(run_id) if reported else None
+        decision = None if isinstance(reported, Unanswered) else self._server_decision(run_id)
         if decision is not None:
             self.history.append(Attempt.from_json(decision.to_json()))
             log.info("decision by the server %.3fs after the exit", time.monotonic() - result.at)
             return decision
-        decision, diagnosis = self._local_decision(key, result, checkpoint)
+        return self._decide_here(
+            key, start, run_id, body, result, checkpoint, reported=not isinstance(reported, Unanswered)
+        )
+
+    def _decide_here(
+        self,
+        key: str,
+        start: RunStart,
+        run_id: int | None,
+        body: RunExit,
+        result: Exit,
+        checkpoint: Checkpoint | None,
+        reported: bool,
+    ) -> Decision:
+        """Decide about the failure ourselves and report it with the exit: now if the server answers,
+        else through the outbox. Told to stop, the decision is a stop, and not a restart."""
+        stopped = self.stop.is_set()
+        decision, diagnosis = self._local_decision(key, result, checkpoint, stopped=stopped)
         log.info("decision by the supervisor %.3fs after the exit", time.monotonic() - result.at)
         self.history.append(Attempt.from_json(decision.to_json()))
-        body.update(diagnosis=diagnosis, decision=decision.to_json(), restarted=decision.restart)
-        self.outbox.add({"start": start, "exit": body})
+        body.local = LocalDecision(diagnosis=diagnosis, decision=decision.to_json(), decided_at=decision.at)
+        if decision.restart:
+            self._local_restart = key
+        sent = Unanswered() if reported or run_id is None else self.client.report_exit(run_id, _live(body))
+        if isinstance(sent, Unanswered):
+            body.clock_offset_s = self.client.offset_s  # known from before the outage, if at all
+            self.outbox.add(start, body)
         return decision
 
     def _server_decision(self, run_id: int | None) -> Decision | None:
         """Long-poll the server for its decision; None if it does not come within decision_timeout_s."""
         deadline = time.monotonic() + self.options.decision_timeout_s
-        while not self.stop.is_set() and (left := deadline - time.monotonic()) > 0:
-            got = self.client.decision(run_id, wait_s=min(left, 10.0))
-            if got is None:
+        while run_id is not None and not self.stop.is_set() and (left := deadline - time.monotonic()) > 0:
+            got = self.client.decision(run_id, wait_s=min(left, DECISION_POLL_S))
+            if isinstance(got, Unanswered):
                 return None
-            if got["state"] == "decided":
-                return Decision.from_json(got["decision"])
+            if got.state == "decided" and got.decision is not None:
+                return Decision.from_json(got.decision)
         return None
 
-    def _local_decision(self, key: str, result: Exit, checkpoint: Checkpoint | None) -> tuple[Decision, dict]:
+    def _local_decision(
+        self, key: str, result: Exit, checkpoint: Checkpoint | None, stopped: bool = False
+    ) -> tuple[Decision, dict[str, Any]]:
         sources = [
             LogSource(
                 file=s, lines=list(lines), node=self.settings.agent.node, exit_code=result.code, signal=result.signal
@@ -396,21 +408,33 @@ class Supervisor:
             exit_code=result.code,
             checkpoint_step=checkpoint.step if checkpoint else None,
             restart_nodes=(self.settings.agent.node,) if self.options.executor == "local" else None,
+            stopped=stopped,
         )
-        log.warning("server away: decided locally: %s (%s)", decision.outcome, decision.why)
+        if stopped:
+            log.warning("told to stop: %s (%s)", decision.outcome, decision.why)
+        else:
+            log.warning("server away: decided locally: %s (%s)", decision.outcome, decision.why)
         return decision, diagnosis.to_json()
 
     # -- log shipping -----------------------------------------------------------------------------
 
     def _ship(self) -> None:
-        next_outbox = 0.0
-        while not self.stop.is_set():
+        """Ship log lines and the outbox until the attempt loop is over; while the server is away, wait
+        as the backoff says (a failed try is not repeated every `SHIP_PERIOD_S`)."""
+        outbox = Backoff(base=1.0, cap=30.0)
+        next_lines = next_outbox = 0.0
+        while not self._done.is_set():
+            now = time.monotonic()
             self._spool_pending()
-            self.shipper.step()
-            if time.monotonic() >= next_outbox and self.outbox.pending():
-                self.outbox.deliver(self.client)  # runs decided while the server was away
-                next_outbox = time.monotonic() + 2.0
-            self.stop.wait(0.1)
+            if now >= next_lines:
+                delay = self.shipper.step()
+                next_lines = now + (delay if self.shipper.backoff.failures else 0.0)
+            if now >= next_outbox and self.outbox.pending():  # runs decided while the server was away
+                _, failed = self.outbox.deliver(self.client)
+                if failed is None:
+                    outbox.reset()
+                next_outbox = now + (outbox.next_delay(failed.retry_after) if failed else 0.0)
+            self._done.wait(SHIP_PERIOD_S)
         self._spool_pending()
 
     def _spool_pending(self) -> None:
@@ -438,6 +462,12 @@ class Supervisor:
             if self.shipper.step():
                 return False  # the server is away: the lines stay spooled
         return self.spool.peek() is None
+
+
+def _live(body: RunExit) -> RunExit:
+    """The exit as sent now: the server stamps it with its own clock (the node's times are for a replay)."""
+    local = body.local and body.local.model_copy(update={"decided_at": None})
+    return body.model_copy(update={"ended_at": None, "local": local})
 
 
 def _status(result: Exit) -> int:

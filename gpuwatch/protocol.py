@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Annotated, Any, TypeVar, Union, get_args
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args
 
 from annotated_types import Ge, Le, MaxLen
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 #: 2 added `Batch.series` (samples column by column). Agents send series only to a server whose
 #: registration answer says it speaks 2: upgrade servers before agents.
@@ -444,3 +444,149 @@ class Heartbeat(_Model):
     spool_files: int = Field(default=0, ge=0)
     spool_bytes: int = Field(default=0, ge=0)
     dropped: Counters = Field(default_factory=dict)
+
+
+# -- the run protocol: `gpuwatch run` (the supervisor) and the server ---------------------------------
+#
+# A supervisor registers each attempt of its job (`RunStart`), reports how it ended (`RunExit`) and asks
+# for the decision about a failure (`DecisionAnswer`). When the server is away it decides by itself and
+# keeps the run, its exit and its decision (`LocalDecision`) in an outbox on disk; replayed later, the
+# times in them are the node's, moved onto the server's clock by ``clock_offset_s`` (as a batch's are).
+
+Scheduler = Literal["local", "slurm", "kubernetes"]
+
+
+class RunStart(_Model):
+    """An attempt of a job begins. A repeated ``key`` is the same run (a replay creates nothing twice)."""
+
+    job: str = _Name
+    node: str | None = Field(
+        default=None, max_length=255, description="the supervisor's node; must be the token's (403 otherwise)"
+    )
+    command: str | None = Field(default=None, max_length=10_000)
+    key: str | None = Field(
+        default=None, min_length=1, max_length=64, description="the supervisor's id: a repeated start is the same run"
+    )
+    restart_of: str | None = Field(default=None, max_length=64, description="key of the failed run it restarts")
+    resume_from: str | None = Field(default=None, max_length=4096, description="the checkpoint it resumes from")
+    policy: dict[str, Any] | None = Field(default=None, description="recovery policy overrides for the job")
+    scheduler: Scheduler = Field(
+        default="local",
+        description="who restarts the job: its supervisor (local), or the server through Slurm/Kubernetes",
+    )
+    external_id: str | None = Field(
+        default=None, max_length=255, description="the scheduler's id: Slurm job id, or namespace/name of a Job"
+    )
+    started_at: float | None = Field(
+        default=None, gt=0, description="when it started, on the node's clock (absent: when the server hears of it)"
+    )
+    clock_offset_s: float | None = Field(
+        default=None,
+        ge=-MAX_CLOCK_OFFSET_S,
+        le=MAX_CLOCK_OFFSET_S,
+        description="server clock minus the node's, as the node measured it: added to the times of the request",
+    )
+
+
+class RankExit(_Model):
+    rank: int = Field(ge=0, le=INT64)
+    exit_code: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
+    signal: int | None = Field(default=None, ge=1, le=64)
+    stream: str | None = Field(default=None, max_length=255, description="the rank's own log stream, if apart")
+
+
+class CheckpointRef(_Model):
+    path: str = Field(max_length=4096)
+    step: int | None = Field(default=None, ge=0, le=INT64)
+    saved_at: float | None = Field(default=None, gt=0, description="unix time it was written (its mtime)")
+
+
+class LocalDecision(_Model):
+    """A decision the supervisor took by itself (the server away, or the supervisor told to stop), with
+    its own diagnosis, recorded by the server as it happened: at ``decided_at``, actor ``supervisor``."""
+
+    diagnosis: dict[str, Any] = Field(description="`gpuwatch.diagnosis.Diagnosis.to_json()`")
+    decision: dict[str, Any] = Field(description="`gpuwatch.recovery.Decision.to_json()`")
+    decided_at: float | None = Field(
+        default=None, gt=0, description="when it was decided, node's clock (absent: when the server hears of it)"
+    )
+    restarted_at: float | None = Field(
+        default=None, gt=0, description="when the supervisor relaunched the job, node's clock (absent: not yet)"
+    )
+
+
+class RunExit(_Model):
+    """How an attempt ended, the latest valid checkpoint then, and (server away) the supervisor's decision."""
+
+    exit_code: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
+    signal: int | None = Field(default=None, ge=1, le=64)
+    streams: list[Annotated[str, MaxLen(255)]] = Field(
+        default_factory=list, max_length=1024, description="the run's log streams"
+    )
+    ranks: list[RankExit] = Field(default_factory=list, max_length=100_000, description="how each rank ended")
+    checkpoint: CheckpointRef | None = Field(default=None, description="the latest valid checkpoint at the exit")
+    local: LocalDecision | None = Field(default=None, description="the supervisor's own decision")
+    ended_at: float | None = Field(
+        default=None, gt=0, description="when it ended, on the node's clock (absent: when the server hears of it)"
+    )
+    clock_offset_s: float | None = Field(
+        default=None,
+        ge=-MAX_CLOCK_OFFSET_S,
+        le=MAX_CLOCK_OFFSET_S,
+        description="server clock minus the node's, as the node measured it: added to the times of the request",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_local(cls, data: Any) -> Any:
+        """An outbox written before `local` existed has ``diagnosis``, ``decision``, ``restarted`` flat."""
+        if isinstance(data, dict) and "local" not in data and (data.get("decision") or data.get("diagnosis")):
+            data = dict(data)
+            decision = data.pop("decision", None) or {}
+            local = {"diagnosis": data.pop("diagnosis", None) or {}, "decision": decision}
+            if isinstance(decision.get("at"), int | float):  # it was written as it was decided
+                local["decided_at"] = decision["at"]
+                if data.pop("restarted", False):
+                    local["restarted_at"] = decision["at"]
+            data["local"] = local
+        return data
+
+    def times(self) -> list[tuple[str, float]]:
+        """(field, time) of each node-clock time the exit carries, for the window check."""
+        out = [("ended_at", self.ended_at), ("checkpoint.saved_at", self.checkpoint and self.checkpoint.saved_at)]
+        if self.local is not None:
+            out += [("local.decided_at", self.local.decided_at), ("local.restarted_at", self.local.restarted_at)]
+        return [(name, t) for name, t in out if t is not None]
+
+
+class RunStarted(_Model):
+    id: int
+    job_id: int
+    attempt: int
+
+
+class RunEnded(_Model):
+    run_id: int
+    state: str
+    incident_id: int | None
+
+
+class DecisionAnswer(_Model):
+    """The answer to a (long-polled) decision request about a run."""
+
+    state: Literal["pending", "decided", "none"] = Field(
+        description="pending (not decided yet), decided, or none (the run did not fail)"
+    )
+    run_id: int
+    incident_id: int | None = None
+    decision: dict[str, Any] | None = Field(default=None, description="`gpuwatch.recovery.Decision.to_json()`")
+    actor: str | None = None
+
+
+#: Longest wait a decision request may ask the server to hold its answer for.
+DECISION_WAIT_MAX_S = 30.0
+
+
+def on_server_clock(ts: float | None, offset_s: float | None) -> float | None:
+    """A node's time moved onto the server's clock by the node's measured offset (absent: as it is)."""
+    return None if ts is None else ts + (offset_s or 0.0)

@@ -1,8 +1,11 @@
 """The restart decision: one pure function from a diagnosed failure and the job's history to what to do.
 
-The rules, first match wins (the precedence is part of the contract; tests/gpuwatch/recovery/test_recovery_policy.py
-pins it):
+This is the one entry point of every restart decision: the server's, and the supervisor's own when
+the server is away or when it was told to stop. The rules, first match wins (the precedence is part of
+the contract; tests/gpuwatch/recovery/test_recovery_policy.py pins it):
 
+0. stopped: the supervisor was told to stop (SIGTERM/SIGINT from a scheduler or a person): the job was
+   ended from outside, and nothing restarts it.
 1. exit status 93: the job asked not to be restarted, whatever the reason.
 2. the action is `notify` (the taxonomy's, or the job's override), or this is a second `unknown` in a
    row: the failure needs a person, so the owner hears that and not some limit it would have hit.
@@ -42,7 +45,7 @@ ACTIONS = ("restart", "restart_exclude_node", "notify")
 
 #: Which rule decided (`Decision.rule`), grouped by outcome as the metrics label them.
 _NOTIFY_RULES = frozenset({"exit_93", "notify", "unknown_repeated"})
-_STOP_RULES = frozenset({"paused", "max_restarts", "max_in_window", "crash_loop", "no_progress", "no_node"})
+_STOP_RULES = frozenset({"stopped", "paused", "max_restarts", "max_in_window", "crash_loop", "no_progress", "no_node"})
 
 
 def exit_failed(exit_code: int | None, signal: int | None) -> bool:
@@ -194,11 +197,13 @@ def decide(
     exit_code: int | None = None,
     checkpoint_step: int | None = None,
     restart_nodes: Sequence[str] | None = None,
+    stopped: bool = False,
 ) -> Decision:
     """Decide about one failure of a job. `history`: its earlier failures, oldest first.
     `checkpoint_step`: its latest valid checkpoint now (None: none, or unknown). `restart_nodes`: the
     only nodes its executor can restart it on (the local executor: its own node); None: a scheduler
-    places it."""
+    places it. `stopped`: its supervisor was told to stop, so the exit is the one asked for, not a
+    failure to recover from."""
     if reason not in REASONS:
         raise ValueError(f"{reason!r} is not a reason of the taxonomy")
     action = config.action(reason)
@@ -213,6 +218,9 @@ def decide(
     def stop(rule: str, why: str, *, as_action: str = action) -> Decision:
         return _finish(config, reason, as_action, rule, why, node, checkpoint_step, now)
 
+    if stopped:  # asked for from outside: nobody to alert, nothing to restart
+        why = f"the supervisor was told to stop (the job was ended from outside): not restarting ({reason})"
+        return Decision(reason, action, "stopped", False, 0.0, (), False, why, False, checkpoint_step, node, now)
     if exit_code == NO_RESTART_EXIT_CODE:
         return stop("exit_93", f"exit status {NO_RESTART_EXIT_CODE}: the job asked not to be restarted ({reason})")
     if action == "notify":

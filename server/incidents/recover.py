@@ -115,7 +115,8 @@ def decide_for_run(
 def record_local(
     ctx: IncidentContext, incident_id: int, decision: Decision, checkpoint: dict[str, Any] | None, restarted: bool
 ) -> None:
-    """A decision the supervisor took by itself while the server was away, recorded as it happened."""
+    """A decision the supervisor took by itself (the server away, or it was told to stop), recorded as it
+    happened: at the decision's ``at`` (on the server's clock), actor ``supervisor``."""
     with transaction(ctx.sessions) as session:
         lock(session, f"incident:{incident_id}")
         incident, job, run = _context(session, incident_id)
@@ -283,8 +284,18 @@ def _record(
 ) -> _Todo:
     todo = _Todo()
     params = {**decision.to_json(), "checkpoint": checkpoint, "run_id": run.id}
+    # The server decides now; a supervisor's decision is recorded at the time it was taken.
+    decided = utcnow() if actor == "server" else datetime.fromtimestamp(decision.at, UTC)
     session.add(
-        Action(incident_id=incident.id, job_id=job.id, kind="decision", actor=actor, params=params, status="done")
+        Action(
+            incident_id=incident.id,
+            job_id=job.id,
+            kind="decision",
+            actor=actor,
+            params=params,
+            status="done",
+            created_at=decided,
+        )
     )
     incident.state = "decided"
     ctx.decided.mark(run.id)
@@ -297,7 +308,7 @@ def _record(
         m.lost_gpu_hours.labels(decision.reason, REASONS[decision.reason].category).inc(incident.cost["gpu_hours"])
     m.decisions.labels(decision.outcome).inc()
     if run.ended_at is not None:
-        m.restart_seconds.observe(max(0.0, (utcnow() - run.ended_at).total_seconds()))
+        m.restart_seconds.observe(max(0.0, (decided - run.ended_at).total_seconds()))
     log.warning("job %s run %d: %s (%s, by %s)", job.name, run.attempt, decision.outcome, decision.why, actor)
     if not decision.restart:
         return todo
@@ -311,6 +322,7 @@ def _record(
         actor=actor,
         params={"run_id": run.id, "delay_s": decision.delay_s, "exclude_nodes": list(decision.exclude_nodes)},
         status="done" if restarted else "pending",
+        created_at=decided,
     )
     session.add(restart)
     session.flush()

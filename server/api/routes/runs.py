@@ -1,11 +1,18 @@
-"""Runs (one attempt of a job) as a supervisor reports them, and the incidents their failures open."""
+"""Runs (one attempt of a job) as a supervisor reports them, and the incidents their failures open.
+
+The bodies are the run protocol's models (`gpuwatch.protocol`: `RunStart`, `RunExit`, `DecisionAnswer`),
+the ones the supervisor sends. Times a supervisor recorded on its node (a replay from its outbox) are
+moved onto the server's clock by the request's ``clock_offset_s`` and kept: a run that started,
+ended, was decided about and restarted during an outage is recorded with those times, not with the
+time the record arrived."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from pydantic import BaseModel, Field
@@ -13,7 +20,18 @@ from sqlalchemy import func, select
 from starlette.concurrency import run_in_threadpool
 
 from gpuwatch.diagnosis.model import Diagnosis as Diagnosis_
-from gpuwatch.protocol import TS_FUTURE_S, TS_PAST_S, Api
+from gpuwatch.protocol import (
+    DECISION_WAIT_MAX_S,
+    TS_FUTURE_S,
+    TS_PAST_S,
+    Api,
+    DecisionAnswer,
+    RunEnded,
+    RunExit,
+    RunStart,
+    RunStarted,
+    on_server_clock,
+)
 from gpuwatch.recovery import Decision
 from gpuwatch.recovery.settings import policy_config
 from server.api.body import json_body, read_model
@@ -22,69 +40,13 @@ from server.executors.base import JobTarget
 from server.executors.registry import executor
 from server.incidents.pipeline import StreamExit, mark_exit, open_incident
 from server.incidents.recover import resolve_job, restarted
+from server.incidents.replay import SupervisorDecision, attach
 from server.store.db import lock, transaction
 from server.store.jobs import job_ids, job_members
 from server.store.models import Action, Checkpoint, Diagnosis, Incident, Job, Node, Run, utcnow
 from server.store.upsert import insert_for
 
 router = APIRouter(prefix=Api.PREFIX, tags=["runs"])
-
-
-class RunStart(BaseModel):
-    job: str = Field(min_length=1, max_length=255)
-    node: str | None = Field(
-        default=None, max_length=255, description="the supervisor's node; must be the token's (403 otherwise)"
-    )
-    command: str | None = Field(default=None, max_length=10_000)
-    key: str | None = Field(
-        default=None, min_length=1, max_length=64, description="the supervisor's id: a repeated start is the same run"
-    )
-    restart_of: str | None = Field(default=None, max_length=64, description="key of the failed run it restarts")
-    resume_from: str | None = Field(default=None, max_length=4096, description="the checkpoint it resumes from")
-    policy: dict[str, Any] | None = Field(default=None, description="recovery policy overrides for the job")
-    scheduler: Literal["local", "slurm", "kubernetes"] = Field(
-        default="local",
-        description="who restarts the job: its supervisor (local), or the server through Slurm/Kubernetes",
-    )
-    external_id: str | None = Field(
-        default=None, max_length=255, description="the scheduler's id: Slurm job id, or namespace/name of a Job"
-    )
-
-
-class RankExit(BaseModel):
-    rank: int = Field(ge=0)
-    exit_code: int | None = None
-    signal: int | None = Field(default=None, ge=1, le=64)
-    stream: str | None = Field(default=None, max_length=255, description="the rank's own log stream, if apart")
-
-
-class CheckpointRef(BaseModel):
-    path: str = Field(max_length=4096)
-    step: int | None = Field(default=None, ge=0)
-    saved_at: float | None = Field(default=None, gt=0, description="unix time it was written (its mtime)")
-
-
-class RunExit(BaseModel):
-    exit_code: int | None = None
-    signal: int | None = Field(default=None, ge=1, le=64)
-    streams: list[str] = Field(default_factory=list, max_length=1024, description="the run's log streams")
-    ranks: list[RankExit] = Field(default_factory=list, max_length=100_000, description="how each rank ended")
-    checkpoint: CheckpointRef | None = Field(default=None, description="the latest valid checkpoint at the exit")
-    diagnosis: dict[str, Any] | None = Field(default=None, description="supervisor's own diagnosis (server away)")
-    decision: dict[str, Any] | None = Field(default=None, description="supervisor's own decision (server away)")
-    restarted: bool = Field(default=False, description="the supervisor already restarted the job")
-
-
-class RunStarted(BaseModel):
-    id: int
-    job_id: int
-    attempt: int
-
-
-class RunEnded(BaseModel):
-    run_id: int
-    state: str
-    incident_id: int | None
 
 
 @router.post("/runs", response_model=RunStarted, status_code=201, openapi_extra=json_body(RunStart))
@@ -98,6 +60,7 @@ async def start_run(request: Request, response: Response, node: NodeDep, svc: Se
     says the job runs there (403 otherwise)."""
     body = await read_model(request, RunStart, svc.settings.server.max_body_bytes)
     own_node(node, body.node, "start a run")
+    started_at = _when(on_server_clock(body.started_at, body.clock_offset_s), "started_at")
     if body.policy is not None:
         try:
             policy_config(svc.settings.recovery, body.policy)
@@ -163,6 +126,7 @@ async def start_run(request: Request, response: Response, node: NodeDep, svc: Se
                 key=body.key,
                 node_id=node.id,
                 resume_from=body.resume_from,
+                started_at=_at(started_at),
             )
             session.add(run)
             session.flush()
@@ -173,7 +137,7 @@ async def start_run(request: Request, response: Response, node: NodeDep, svc: Se
                     select(Action).where(Action.kind == "restart", Action.status == "pending", Action.job_id == job_id)
                 ):
                     if action.params.get("run_id") == failed.id:
-                        action.status, action.finished_at = "done", utcnow()
+                        action.status, action.finished_at = "done", run.started_at
                         action.params = {**action.params, "new_run_id": run.id, "resume_from": body.resume_from}
             return RunStarted(id=run.id, job_id=job_id, attempt=attempt), True
 
@@ -197,30 +161,40 @@ def _changes(job: Job, body: RunStart) -> list[str]:
 @router.post("/runs/{run_id}/exit", response_model=RunEnded, status_code=202, openapi_extra=json_body(RunExit))
 async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDep) -> RunEnded:
     """Record the exit; a failed run opens an incident, diagnosed once the last logs have arrived and
-    then decided on. A supervisor that decided by itself while the server was away sends its
-    ``diagnosis`` and ``decision``, which are recorded as they were. A repeated exit changes nothing.
-    A run that succeeds resolves its job's decided incidents."""
+    then decided on. A supervisor that decided by itself (the server away, or it was told to stop) sends
+    its decision as ``local``, recorded as it was taken (`server.incidents.replay`), also when the exit
+    is a replay of one the server has: the decision is recorded once. Otherwise a repeated exit changes
+    nothing. A run that succeeds resolves its job's decided incidents."""
     body = await read_model(request, RunExit, svc.settings.server.max_body_bytes)
-    saved_at = body.checkpoint.saved_at if body.checkpoint else None
-    if saved_at is not None and not time.time() - TS_PAST_S <= saved_at <= time.time() + TS_FUTURE_S:
-        # a time every reader (the post-mortem's lost work, the period report) can make a date of
-        raise HTTPException(
-            422, f"checkpoint.saved_at {saved_at!r} is outside the accepted window around the server's clock"
-        )
+    offset = body.clock_offset_s
+    for name, ts in body.times():  # a time every reader (lost work, the period report) can make a date of
+        _when(on_server_clock(ts, offset), name)
+    ended_at = on_server_clock(body.ended_at, offset)
     local = None
-    if body.decision is not None or body.diagnosis is not None:
+    if body.local is not None:
         try:
-            local = (Diagnosis_.from_json(body.diagnosis or {}), Decision.from_json(body.decision or {}))
+            diagnosis = Diagnosis_.from_json(body.local.diagnosis)
+            decision = Decision.from_json(body.local.decision)
         except KeyError as exc:
-            raise HTTPException(422, f"diagnosis/decision: missing field {exc}") from None
+            raise HTTPException(422, f"local: missing field {exc}") from None
         except (TypeError, ValueError) as exc:
-            raise HTTPException(422, f"diagnosis/decision: {exc}") from None
+            raise HTTPException(422, f"local: {exc}") from None
         # A node speaks only for itself: its supervisor's own decision cannot blame, or drain, another node.
-        own_node(node, local[0].node, "report a diagnosis")
-        for named in (local[1].node, *local[1].exclude_nodes):
+        own_node(node, diagnosis.node, "report a diagnosis")
+        for named in (decision.node, *decision.exclude_nodes):
             own_node(node, named, "decide")
+        decided_at = on_server_clock(body.local.decided_at, offset)
+        local = SupervisorDecision(
+            diagnosis,
+            replace(decision, at=time.time() if decided_at is None else decided_at),
+            on_server_clock(body.local.restarted_at, offset),
+        )
+    streams = [StreamExit(s, None, body.exit_code, body.signal) for s in body.streams]
+    streams += [StreamExit(r.stream, r.rank, r.exit_code, r.signal) for r in body.ranks if r.stream]
+    checkpoint = body.checkpoint.model_dump() if body.checkpoint else None
 
     def work() -> RunEnded:
+        replayed = None
         with transaction(svc.sessions) as session:
             run = session.get(Run, run_id, with_for_update=True)  # one exit per run, across replicas
             if run is None:
@@ -229,77 +203,83 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
                 raise HTTPException(403, f"run {run_id} was started by another node; node {node.name} cannot end it")
             if run.ended_at is not None:  # a replay: report what was recorded the first time
                 incident = session.scalar(select(Incident.id).where(Incident.run_id == run_id))
-                return RunEnded(run_id=run_id, state=run.state, incident_id=incident)
-            failed = mark_exit(run, body.exit_code, body.signal)
-            state, job_id = run.state, run.job_id
-            if body.checkpoint is not None:  # the latest valid checkpoint, as the supervisor validated it
-                session.execute(
-                    insert_for(session, Checkpoint.__table__)
-                    .values(
-                        job_id=job_id,
-                        run_id=run_id,
-                        path=body.checkpoint.path,
-                        step=body.checkpoint.step,
-                        valid=True,
-                        created_at=utcnow(),
+                replayed = RunEnded(run_id=run_id, state=run.state, incident_id=incident)
+            else:
+                failed = mark_exit(run, body.exit_code, body.signal)
+                if ended_at is not None:  # when it really ended, not when the server heard of it
+                    run.ended_at = _at(ended_at)
+                state, job_id = run.state, run.job_id
+                if body.checkpoint is not None:  # the latest valid checkpoint, as the supervisor validated it
+                    session.execute(
+                        insert_for(session, Checkpoint.__table__)
+                        .values(
+                            job_id=job_id,
+                            run_id=run_id,
+                            path=body.checkpoint.path,
+                            step=body.checkpoint.step,
+                            valid=True,
+                            created_at=utcnow(),
+                        )
+                        .on_conflict_do_nothing()
                     )
-                    .on_conflict_do_nothing()
-                )
-            # Already decided while it ran (a hang, its node silent): the supervisor stopped it for that.
-            earlier = session.scalar(select(Incident.id).where(Incident.run_id == run_id))
-            if earlier is not None:
-                run.state = state = "failed"
-                return RunEnded(run_id=run_id, state=state, incident_id=earlier)
+                # Already decided while it ran (a hang, its node silent): the supervisor stopped it for that.
+                earlier = session.scalar(select(Incident.id).where(Incident.run_id == run_id))
+                if earlier is not None:
+                    run.state = state = "failed"
+                    return RunEnded(run_id=run_id, state=state, incident_id=earlier)
+        if replayed is not None:
+            if local is None or replayed.state != "failed":
+                return replayed
+            # ... with the supervisor's own decision, which the server may never have had (it died before
+            # opening the incident, or before deciding): recorded once, with its own times
+            incident_id = attach(
+                svc.incidents, run_id=run_id, node_id=node.id, record=local, streams=streams, checkpoint=checkpoint
+            )
+            return replayed.model_copy(update={"incident_id": incident_id})
         if not failed:
             resolve_job(svc.incidents, job_id, run_id)
             return RunEnded(run_id=run_id, state=state, incident_id=None)
-        streams = [StreamExit(s, None, body.exit_code, body.signal) for s in body.streams]
-        streams += [StreamExit(r.stream, r.rank, r.exit_code, r.signal) for r in body.ranks if r.stream]
-        checkpoint = body.checkpoint.model_dump() if body.checkpoint else None
-        incident_id = open_incident(
-            svc.incidents,
-            node_id=node.id,
-            trigger="run_failed",
-            run_id=run_id,
-            streams=streams,
-            checkpoint=checkpoint,
-            result=local[0] if local else None,
-            local=(local[1], body.restarted) if local else None,
-        )
+        if local is not None:
+            incident_id = attach(
+                svc.incidents, run_id=run_id, node_id=node.id, record=local, streams=streams, checkpoint=checkpoint
+            )
+        else:
+            incident_id = open_incident(
+                svc.incidents,
+                node_id=node.id,
+                trigger="run_failed",
+                run_id=run_id,
+                streams=streams,
+                checkpoint=checkpoint,
+            )
         return RunEnded(run_id=run_id, state=state, incident_id=incident_id)
 
     return await run_in_threadpool(work)
 
 
-class DecisionOut(BaseModel):
-    state: str = Field(description="pending (not decided yet), decided, or none (the run did not fail)")
-    run_id: int
-    incident_id: int | None = None
-    decision: dict[str, Any] | None = None
-    actor: str | None = None
-
-
-@router.get("/runs/{run_id}/decision", response_model=DecisionOut)
+@router.get("/runs/{run_id}/decision", response_model=DecisionAnswer)
 async def run_decision(
-    run_id: int, svc: ServicesDep, wait: Annotated[float, Query(ge=0, le=30, description="long-poll, seconds")] = 0
-) -> DecisionOut:
+    run_id: int,
+    svc: ServicesDep,
+    wait: Annotated[float, Query(ge=0, le=DECISION_WAIT_MAX_S, description="long-poll, seconds")] = 0,
+) -> DecisionAnswer:
     """The recovery decision about a failed run; with ``wait``, held until there is one (or the wait ends)."""
     deadline = time.monotonic() + wait
 
-    def look() -> DecisionOut:
+    def look() -> DecisionAnswer:
         with svc.sessions() as session:
             run = session.get(Run, run_id)
             if run is None:
                 raise HTTPException(404, f"no run {run_id}")
             incident = session.scalar(select(Incident).where(Incident.run_id == run_id))
             if incident is None:
-                return DecisionOut(state="none" if run.state == "succeeded" else "pending", run_id=run_id)
+                return DecisionAnswer(state="none" if run.state == "succeeded" else "pending", run_id=run_id)
             action = session.scalar(
                 select(Action).where(Action.incident_id == incident.id, Action.kind == "decision").order_by(Action.id)
             )
             if action is None:
-                return DecisionOut(state="pending", run_id=run_id, incident_id=incident.id)
-            return DecisionOut(
+                return DecisionAnswer(state="pending", run_id=run_id, incident_id=incident.id)
+            return DecisionAnswer(
                 state="decided", run_id=run_id, incident_id=incident.id, decision=action.params, actor=action.actor
             )
 
@@ -409,3 +389,11 @@ def get_incident(incident_id: int, session: SessionDep) -> IncidentOut:
 
 def _at(ts: float | None) -> datetime:
     return datetime.fromtimestamp(ts, UTC) if ts is not None else utcnow()
+
+
+def _when(ts: float | None, name: str) -> float | None:
+    """``ts`` (server's clock) if a reader can make a date of it: 422 outside the window around now."""
+    now = time.time()
+    if ts is not None and not now - TS_PAST_S <= ts <= now + TS_FUTURE_S:
+        raise HTTPException(422, f"{name} {ts!r} is outside the accepted window around the server's clock")
+    return ts
