@@ -321,3 +321,11 @@ def test_decision_json_round_trips_into_the_next_attempt() -> None:
 def test_a_process_failed_when_a_signal_ended_it_or_its_code_is_not_zero(code, signal, failed) -> None:  # type: ignore[no-untyped-def]
     """One answer for the supervisor and the server (both call this)."""
     assert exit_failed(code, signal) is failed
+
+
+@pytest.mark.parametrize("config", [PolicyConfig(), PolicyConfig(dry_run=True), PolicyConfig(paused=True)])
+def test_a_supervisor_told_to_stop_decides_a_stop_before_every_other_rule(config: PolicyConfig) -> None:
+    d = _decide("preempted", config=config, stopped=True, exit_code=93)
+    assert (d.rule, d.outcome, d.restart, d.alert, d.dry_run) == ("stopped", "stop", False, False, False)
+    assert "told to stop" in d.why
+    assert Decision.from_json(json.loads(json.dumps(d.to_json()))) == d
