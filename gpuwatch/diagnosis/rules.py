@@ -15,6 +15,10 @@ import re2
 from gpuwatch.taxonomy import REASONS
 
 ROLES = ("root", "cascade", "ignore")
+#: What a matched line says about how the run ended, weakest first: a warning the run may go on from,
+#: an error, a fatal error (a traceback's final exception), the exit itself (a launcher's or the
+#: scheduler's account of how a process ended: "exitcode: -9", "CANCELLED ... DUE TO TIME LIMIT").
+SEVERITIES = ("warning", "error", "fatal", "exit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +31,7 @@ class Rule:
     confidence: float
     priority: int
     examples: tuple[str, ...] = ()
+    severity: str = "error"
 
     def matches(self, line: str, lower: str) -> bool:
         return any(k in lower for k in self.keywords) and any(p.search(line) for p in self.patterns)
@@ -43,6 +48,7 @@ def _parse(raw: dict, origin: str) -> Rule:
             confidence=float(raw["confidence"]),
             priority=int(raw["priority"]),
             examples=tuple(raw.get("examples", ())),
+            severity=raw.get("severity", "error"),
         )
     except (KeyError, TypeError, ValueError, re.error) as exc:
         raise ValueError(f"{origin}: rule {raw.get('id', '?')!r} is invalid: {exc}") from None
@@ -50,6 +56,8 @@ def _parse(raw: dict, origin: str) -> Rule:
         raise ValueError(f"{origin}: rule {rule.id!r} names {rule.reason!r}, which is not in the failure taxonomy")
     if rule.role not in ROLES or not 0 <= rule.confidence <= 1 or not rule.keywords:
         raise ValueError(f"{origin}: rule {rule.id!r}: role must be one of {ROLES}, confidence 0..1, keywords given")
+    if rule.severity not in SEVERITIES:
+        raise ValueError(f"{origin}: rule {rule.id!r}: severity must be one of {SEVERITIES}")
     return rule
 
 

@@ -362,3 +362,84 @@ def test_a_node_failure_names_the_node_its_message_names() -> None:
     """nebius/soperator#854."""
     d = diagnose_rules([_src("salloc.log", "salloc: error: Node failure on worker-1")])
     assert (d.reason, d.node) == ("node_failure", "worker-1")
+
+
+# ---------------------------------------------------------------- evidence weighed with its context
+
+
+def test_a_traceback_after_carriage_return_joined_bars_keeps_its_rank_and_its_type() -> None:
+    """SWivid/F5-TTS#458's bar, redrawn with carriage returns the collector kept inside one line, and
+    cvg/glue-factory#47's KeyError written after the last redraw, behind its rank prefix: what a terminal
+    shows last is the line."""
+    bars = "\r".join(
+        f"[rank0]: Epoch 4/5:   {p}%|          | {n}/33 [00:0{n}<?, ?step/s, loss=0.688, step=100]"
+        for p, n in ((0, 0), (3, 1))
+    )
+    text = [
+        bars + "\r[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/home/user0/workspace/glue-factory/gluefactory/train.py", line 560, in training',
+        "[rank0]:     if results[conf.train.best_key] < best_eval:",
+        "[rank0]: Epoch 4/5:   6%|▌         | 2/33 [00:02<00:41,  1.33s/step, loss=0.671, step=101]\r[rank0]: KeyError: 'loss/total'",
+    ]
+    assert normalize(text[0]) == ("Traceback (most recent call last):", 0)
+    d = diagnose_rules([LogSource("train.log", text)])
+    assert (d.reason, d.rank, d.evidence[0].line) == ("script_error", 0, 4)
+    # a bar whose counts are scaled (1.03G/1.03G) is a bar too
+    glued = "model.safetensors: 100%|██████████| 1.03G/1.03G [00:12<00:00, 85.2MB/s]KeyError: 'loss/total'"
+    assert normalize(glued) == ("KeyError: 'loss/total'", None)
+
+
+def test_an_oom_the_run_said_it_recovered_from_does_not_beat_the_write_failure_after_it() -> None:
+    """fairseq#2867's OOM, which fairseq logs as a WARNING and recovers from, then returnn#1829's failed
+    checkpoint write with no step in between: the warning did not end the run, the write did."""
+    text = """
+2020-11-06 22:55:35 | WARNING | fairseq.trainer | OOM: Ran out of memory with exception: CUDA out of memory. Tried to allocate 28.00 MiB (GPU 1; 10.92 GiB total capacity; 10.13 GiB already allocated; 13.38 MiB free; 10.33 GiB reserved in total by PyTorch)
+2020-11-06 22:55:35 | WARNING | fairseq.trainer | attempting to recover from OOM in forward/backward pass
+2020-11-06 22:55:41 | INFO | fairseq.checkpoint_utils | Preparing to save checkpoint for epoch 2 @ 25800 updates
+Traceback (most recent call last):
+  File "/env/lib/python3.6/site-packages/torch/serialization.py", line 1266, in _save
+    zip_file.write_record(name, storage, num_bytes)
+RuntimeError: [enforce fail at inline_container.cc:857] . PytorchStreamWriter failed writing file data/322: file write failed
+"""
+    d = diagnose_rules([_src("train.log", text)])
+    assert (d.reason, d.evidence[0].line) == ("storage_error", 7)
+    assert "gpu_oom" in d.explanation
+    # fairseq#869: the same warning, then an exception that says nothing: the OOM stays the cause
+    bare = """
+| WARNING: ran out of memory with exception: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.93 GiB total capacity; 7.20 GiB already allocated; 17.56 MiB free; 46.25 MiB cached);
+Traceback (most recent call last):
+  File "./fairseq/train.py", line 306, in <module>
+Exception:
+"""
+    assert _reason(bare) == "gpu_oom"
+
+
+def test_an_exit_signal_written_by_the_launcher_outweighs_a_warning_before_it() -> None:
+    """chenyilun95/DSGN2#11: mmdet's warning that the pretrained weights do not match, with its
+    'size mismatch for' lines (a loader that is not strict goes on), then torchrun's summary of a rank
+    killed by SIGKILL (hpcaitech/ColossalAI#3514's wording): the kill ended the run, not the warning."""
+    text = """
+2023-03-02 11:20:41,205 - mmdet - INFO - load checkpoint from local path: pretrained/resnet34.pth
+2023-03-02 11:20:41,517 - mmdet - WARNING - The model and loaded state dict do not match exactly
+size mismatch for layer3.0.conv1.weight: copying a param with shape torch.Size([256, 128, 3, 3]) from checkpoint, the shape in current model is torch.Size([128, 128, 3, 3]).
+size mismatch for layer3.0.bn1.weight: copying a param with shape torch.Size([256]) from checkpoint, the shape in current model is torch.Size([128]).
+WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 812914 closing signal SIGTERM
+ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 1 (pid: 812915) of binary: /data/env/bin/python
+Root Cause (first observed failure):
+[0]:
+  time      : 2023-03-02_11:31:09
+  host      : gpu-cc02
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 812915)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 812915
+============================================================
+"""
+    d = diagnose_rules([_src("torchrun.log", text)])
+    assert (d.reason, d.rank) == ("host_oom", 1)
+    assert "checkpoint_load_error" in d.explanation
+    # alone, the same lines are the evidence they look like
+    assert _reason("\n".join(text.strip().splitlines()[:4])) == "checkpoint_load_error"
+    # and an exit the collector knows (exit status 137) weighs the same as one written in the text
+    warning_only = _src("rank1.log", "\n".join(text.strip().splitlines()[:4]), exit_code=137)
+    assert diagnose_rules([warning_only]).reason == "host_oom"
