@@ -443,3 +443,77 @@ Root Cause (first observed failure):
     # and an exit the collector knows (exit status 137) weighs the same as one written in the text
     warning_only = _src("rank1.log", "\n".join(text.strip().splitlines()[:4]), exit_code=137)
     assert diagnose_rules([warning_only]).reason == "host_oom"
+
+
+# ---------------------------------------------------------------- batch 5 (cases 227-262): the classes it missed
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # deepspeedai/DeepSpeed#3232: the deepspeed launcher's own sentence for a SIGKILLed rank
+        "[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', "
+        "'--local_rank=0', '--zero_stage', '2', '--deepspeed'] exits with return code = -9",
+        # the same exit as subprocess and the elastic agent's error handler word it
+        "subprocess.CalledProcessError: Command '['python', 'train.py']' returned non-zero exit status 137.",
+    ],
+)
+def test_launcher_exit_sentences_in_other_words_are_kills(line: str) -> None:
+    assert _reason(line) == "host_oom"
+
+
+def test_a_segfault_the_launcher_reports_is_a_framework_crash_unless_a_library_is_named() -> None:
+    """NVIDIA/Megatron-LM#1880: only torchrun's summary tells of the SIGSEGV; alone it is a crash in
+    native framework code. It is weak: case 026's ranks name the NCCL failure it caused."""
+    summary = """
+E1223 05:17:59.420000 3304101 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -11) local_rank: 0 (pid: 3304209) of binary: /usr/bin/python
+Root Cause (first observed failure):
+[0]:
+  time      : 2025-12-23_05:17:58
+  host      : yotta-B200-232
+  rank      : 0 (local_rank: 0)
+  exitcode  : -11 (pid: 3304209)
+  error_file: <N/A>
+  traceback : Signal 11 (SIGSEGV) received by PID 3304209
+============================================================
+"""
+    assert _reason(summary) == "framework_error"
+    remote = (
+        "[rank5]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+        "remote process exited or there was a network error, NCCL version 2.22.3"
+    )
+    assert _reason(remote + "\n" + summary) == "nccl_error"
+
+
+def test_a_non_finite_grad_norm_in_megatron_cores_words_is_divergence() -> None:
+    """NVIDIA-NeMo/Speech#14751."""
+    line = (
+        "i.pretrain/0 [rank4]: RuntimeError: Unexpected result inf (message='found Inf in local grad norm for bucket #6 "
+        "in backward pass before data-parallel communication collective')"
+    )
+    assert _reason(line) == "loss_divergence"
+
+
+def test_a_rendezvous_store_that_cannot_be_reached_is_the_network_not_the_framework() -> None:
+    """pytorch/pytorch#69197: the RuntimeError is raised inside torch, but its message says what failed."""
+    text = """
+Traceback (most recent call last):
+  File "/home/user7/miniconda3/envs/py39/lib/python3.9/site-packages/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py", line 155, in _create_tcp_store
+    store = TCPStore(
+RuntimeError: connect() timed out. Original timeout was 60000 ms.
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "/home/user7/miniconda3/envs/py39/lib/python3.9/site-packages/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py", line 159, in _create_tcp_store
+    raise RendezvousConnectionError(
+torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.
+"""
+    assert _reason(text) == "network_error"
+
+
+def test_a_worker_that_exited_in_the_single_pid_wording_is_a_dataloader_error() -> None:
+    """CSAILVision/semantic-segmentation-pytorch#80."""
+    assert (
+        _reason("RuntimeError: DataLoader worker (pid 7948) exited unexpectedly with exit code 1") == "dataloader_error"
+    )
