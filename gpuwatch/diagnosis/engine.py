@@ -59,11 +59,12 @@ _WARNING_LEVEL = re.compile(
     r"|(?:^|\]:?)\[W(?:\d{4} [\d:.]+)?\s|^W\d{4} \d{2}:\d{2}"
 )
 # A node named by the failure message itself: Slurm's "Node failure on X", "*** JOB N ON X CANCELLED ...
-# DUE TO NODE FAILURE", kubectl's "X   NotReady", Ray's "node name: X".
+# DUE TO NODE FAILURE", "Task launch for N failed on node X: ...", kubectl's "X   NotReady".
 _NODE_IN_TEXT = re.compile(
     r"Node failure on (?P<a>[A-Za-z][\w.-]*)"
     r"|\*\*\* (?:JOB|STEP) \S+ ON (?P<b>[A-Za-z][\w.-]*) CANCELLED AT \S+ DUE TO NODE FAIL"
     r"|^(?P<c>[A-Za-z][\w.-]*)\s+NotReady\b"
+    r"|Task launch for \S+ failed on node (?P<d>[A-Za-z][\w.-]*):"
 )
 _SCRIPT_EXCEPTIONS = frozenset(
     {

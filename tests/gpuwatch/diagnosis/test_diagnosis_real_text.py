@@ -517,3 +517,85 @@ def test_a_worker_that_exited_in_the_single_pid_wording_is_a_dataloader_error() 
     assert (
         _reason("RuntimeError: DataLoader worker (pid 7948) exited unexpectedly with exit code 1") == "dataloader_error"
     )
+
+
+# ---------------------------------------------------------------- batch 6 (cases 263-299): the classes it missed
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # yym6472/ConSERT#27: transformers' words for a checkpoint it cannot read, raised as a bare OSError
+        (
+            "OSError: Unable to load weights from pytorch checkpoint file. If you tried to load a PyTorch model from a "
+            "TF 2.0 checkpoint, please set from_tf=True. ",
+            "checkpoint_load_error",
+        ),
+        # TheAtticusProject/cuad#9: the old torch wording of an NCCL failure
+        (
+            "terminate called after throwing an instance of 'std::runtime_error'\n  what():  NCCL Error 1: unhandled cuda error",
+            "nccl_error",
+        ),
+        # NVIDIA/nccl#1283: NCCL's own 'Cuda failure' line behind a Ray prefix
+        (
+            "(train_rft pid=2657296) 2024-05-11 14:10:52.227 n176-080-198:2657296:2658232 [0] include/alloc.h:102 NCCL WARN "
+            "Cuda failure 1 'invalid argument'",
+            "nccl_error",
+        ),
+        # deepspeedai/DeepSpeed#3581: the deepspeed launcher's segfault sentence
+        (
+            "[2023-05-20 12:09:28,634] [ERROR] [launch.py:434:sigkill_handler] ['python', '-u', 'main.py', "
+            "'--local_rank=0'] exits with return code = -11",
+            "framework_error",
+        ),
+        # hiyouga/LlamaFactory#6191: a ValueError whose message names the missing file
+        ("[rank5]: ValueError: File data/mllm_dome.json not found.", "file_not_found"),
+    ],
+)
+def test_messages_that_name_their_cause_whatever_raised_them(text: str, reason: str) -> None:
+    assert _reason(text) == reason
+
+
+def test_an_ordinal_past_the_visible_gpus_is_the_launch_not_cuda() -> None:
+    """yunqing-me/WatermarkDM#8: --nproc_per_node larger than the machine's GPUs."""
+    text = """
+  File "/opt/conda/lib/python3.9/site-packages/torch/cuda/__init__.py", line 326, in set_device
+    torch._C._cuda_setDevice(device)
+RuntimeError: CUDA error: invalid device ordinal
+CUDA kernel errors might be asynchronously reported at some other API call,so the stacktrace below might be incorrect.
+"""
+    d = diagnose_rules([_src("torchrun.log", text)])
+    assert (d.reason, d.action) == ("argument_error", "notify")
+
+
+def test_nccl_denied_a_system_call_is_a_permission_error() -> None:
+    """pytorch/pytorch#37004: /dev/shm not writable; torch only says 'unhandled system error'."""
+    text = """
+node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied
+node08:27106:27302 [0] include/shm.h:48 NCCL WARN Error while creating shared memory segment nccl-shm-recv-b7948f403864987a-0-3-0 (size 4460544)
+RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch_1565272279342/work/torch/lib/c10d/ProcessGroupNCCL.cpp:290, unhandled system error
+"""
+    assert _reason(text) == "permission_error"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # NVIDIA/nccl#2076: the socket failure is the remote error's "Last error", on its own line
+        "[rank2]: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.\n"
+        "[rank2]: Last error:\n"
+        "[rank2]: socketProgressOpt: Call to recv from 172.16.8.21<33759> failed : Connection reset by peer",
+        # NVIDIA/nccl#1514: without the NCCL WARN prefix
+        "ncclInternalError: Internal check failed.\nLast error:\nNet : Connection closed by remote peer user<43236>",
+    ],
+)
+def test_the_socket_failure_behind_an_nccl_error_is_the_network(text: str) -> None:
+    assert _reason(text) == "network_error"
+
+
+def test_a_task_launch_that_fails_on_one_node_blames_it() -> None:
+    """ai4d-iasc/trixie#58: after a reboot, cn131 cannot launch tasks."""
+    d = diagnose_rules(
+        [_src("slurm-36.out", "srun: error: Task launch for 36.0 failed on node cn131: Job credential expired")]
+    )
+    assert (d.reason, d.node) == ("node_failure", "cn131")
