@@ -11,10 +11,11 @@ on from is not what ended it: a root candidate followed by training progress and
 kind, or a warning followed by a specific error or an exit of another kind in the same process, was
 survived, and becomes a cascade.
 
-Choosing: "ignore" matches are dropped; root-cause candidates beat cascades (an NCCL timeout is the
-answer only when nothing caused it); among candidates the higher priority wins, then the earliest
-evidence (by timestamp where the lines carry one, else by position in the file). torchrun's
-ChildFailedError summary names the first failing rank and host; candidates of that rank are preferred.
+Choosing: "ignore" matches (advice text) cover the rest of their line and never become candidates;
+root-cause candidates beat cascades (an NCCL timeout is the answer only when nothing caused it); among
+candidates the higher priority wins, then the earliest evidence (by timestamp where the lines carry one,
+else by position in the file). torchrun's ChildFailedError summary names the first failing rank and
+host; candidates of that rank are preferred.
 """
 
 from __future__ import annotations
@@ -28,14 +29,20 @@ from functools import lru_cache
 from gpuwatch.diagnosis.model import Diagnosis, Evidence, LogSource
 from gpuwatch.diagnosis.normalize import normalize, syslog_host
 from gpuwatch.diagnosis.rules import RuleSet, load_rules
-from gpuwatch.diagnosis.xid import APPLICATION_XIDS, xid_code, xid_reason
+from gpuwatch.diagnosis.xid import APPLICATION_XIDS, XID_LINE, xid_code, xid_reason
 
 #: Below this the rules are "not confident" and the LLM analyser, when configured, is asked.
 CONFIDENT = 0.7
 MAX_EVIDENCE = 6
 _MAX_TRACEBACK = 400  # lines a traceback is followed for, looking for its final exception
 
-_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
+# A traceback frame as Python writes it ('File "x.py", line 3'), as IPython does ("/x.py in f(...)") and
+# as rich draws it ("│ /x.py:3 in f │").
+_FRAME = re.compile(
+    r'^\s*File "(?P<path>[^"]+)", line \d+'
+    r"|^(?P<ipython>/\S+\.py) in [\w<>]+\("
+    r"|^│\s*(?P<rich>~?/?[\w.~/-]+\.py):\d+"
+)
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s?(?P<msg>.*))?$")
 _FRAMEWORK_PATH = re.compile(r"site-packages|dist-packages|/torch/|/deepspeed/|/megatron/|/transformers/|/apex/")
 _ISO_TS = re.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d+))?")
@@ -178,7 +185,7 @@ class _Scanner:
             text, rank = normalize(lines[j])
             frame = _FRAME.match(text)
             if frame:
-                last_frame = frame.group("path")
+                last_frame = frame.group("path") or frame.group("ipython") or frame.group("rich")
                 continue
             exc = _EXCEPTION.match(text)
             if exc:
@@ -203,15 +210,21 @@ class _Scanner:
         is fatal), lowered to a warning when the line says it is one, raised by a rule that knows better."""
         if severity == "error" and _WARNING_LEVEL.search(raw[:80]):
             severity = "warning"
+        matched = self.rules.match_at(text)
+        # Advice or a warning tag on the line ("CUDA kernel errors might be asynchronously reported ...",
+        # "UserWarning:") covers what follows it, not the message before it that one-line wordings glue on.
+        advice_at = min((at for rule, at in matched if rule.role == "ignore"), default=len(text) + 1)
         added = []
         code = xid_code(text)
-        if code is not None:
+        if code is not None and XID_LINE.search(text).start() < advice_at:  # type: ignore[union-attr]
             reason = xid_reason(code)
             if reason is not None:
                 added.append(self._add(i, raw, rank, total, reason, "root", 0.95, 100, f"xid-{code}", "fatal"))
             elif code in APPLICATION_XIDS:
                 added.append(self._add(i, raw, rank, total, "cuda_error", "cascade", 0.5, 25, f"xid-{code}"))
-        for rule in self.rules.match(text):
+        for rule, at in matched:
+            if rule.role == "ignore" or at >= advice_at:
+                continue
             sev = _severity(rule.severity, severity)
             added.append(
                 self._add(i, raw, rank, total, rule.reason, rule.role, rule.confidence, rule.priority, rule.id, sev)
@@ -362,8 +375,6 @@ def scan(sources: Iterable[LogSource], rules_dir: str | None = None) -> tuple[li
 def diagnose_rules(sources: list[LogSource], rules_dir: str | None = None) -> Diagnosis:
     """The rules' diagnosis of one run's logs (no network, no LLM)."""
     found, root_rank, root_host = scan(sources, rules_dir)
-    ignored = {(c.evidence.file, c.evidence.line) for c in found if c.role == "ignore"}
-    found = [c for c in found if c.role != "ignore" and (c.evidence.file, c.evidence.line) not in ignored]
     if not found:
         return Diagnosis("unknown", 0.0, "none", explanation="no known failure signature in the logs")
     roots = [c for c in found if c.role == "root"]

@@ -34,7 +34,14 @@ class Rule:
     severity: str = "error"
 
     def matches(self, line: str, lower: str) -> bool:
-        return any(k in lower for k in self.keywords) and any(p.search(line) for p in self.patterns)
+        return self.match_at(line, lower) is not None
+
+    def match_at(self, line: str, lower: str) -> int | None:
+        """Where in ``line`` the rule's earliest pattern match starts, or None when it does not match."""
+        if not any(k in lower for k in self.keywords):
+            return None
+        starts = [m.start() for p in self.patterns if (m := p.search(line)) is not None]
+        return min(starts) if starts else None
 
 
 def _parse(raw: dict, origin: str) -> Rule:
@@ -104,5 +111,9 @@ class RuleSet:
         return found
 
     def match(self, line: str) -> list[Rule]:
+        return [rule for rule, _ in self.match_at(line)]
+
+    def match_at(self, line: str) -> list[tuple[Rule, int]]:
+        """The rules that match ``line``, each with where its match starts."""
         lower = line.lower()
-        return [r for r in self.rules if r.matches(line, lower)]
+        return [(r, at) for r in self.rules if (at := r.match_at(line, lower)) is not None]

@@ -599,3 +599,47 @@ def test_a_task_launch_that_fails_on_one_node_blames_it() -> None:
         [_src("slurm-36.out", "srun: error: Task launch for 36.0 failed on node cn131: Job credential expired")]
     )
     assert (d.reason, d.node) == ("node_failure", "cn131")
+
+
+# ---------------------------------------------------------------- batch 7 (cases 300-322): the classes it missed
+
+
+def test_advice_glued_after_the_message_does_not_hide_it() -> None:
+    """ostris/ai-toolkit#470: the error and torch's advice sentences on one line. The advice covers what
+    follows it; a warning tag before a message (UserWarning: ... No module named) still hides it."""
+    line = (
+        "Error running job: CUDA error: uncorrectable ECC error encountered Search for `cudaErrorECCUncorrectable' in "
+        "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information. CUDA kernel errors "
+        "might be asynchronously reported at some other API call, so the stacktrace below might be incorrect. For debugging "
+        "consider passing CUDA_LAUNCH_BLOCKING=1 Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."
+    )
+    assert _reason(line) == "gpu_hardware"
+    warning = "functional_tensor.py:368: UserWarning: Failed to initialize NumPy: No module named 'numpy'"
+    assert _reason(warning) == "unknown"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # unslothai/unsloth#2992: IPython's frames ("path in func(...)") end inside the library
+        """
+KeyError                                  Traceback (most recent call last)
+/usr/local/lib/python3.11/dist-packages/unsloth_zoo/loss_utils.py in _unsloth_get_batch_samples(self, epoch_iterator, num_batches, device, *args, **kwargs)
+    315                 if "token_type_ids" in x:
+--> 316                     token_type_ids = kwargs["token_type_ids"]
+
+KeyError: 'token_type_ids'
+""",
+        # zai-org/GLM-4#699: rich's boxed frames ("│ path:line in func │")
+        """
+╭───────────────────── Traceback (most recent call last) ─────────────────────╮
+│ /home/user35/project/GLM-4/finetune_demo/finetune.py:470 in main                                │
+│ /home/user35/project/GLM-4/venv/lib/python3.10/site-packages/transformers/trainer_seq2seq.py:356 │
+│ in prediction_step                                                                               │
+╰──────────────────────────────────────────────────────────────────────────────────────────────────╯
+KeyError: 'loss'
+""",
+    ],
+)
+def test_ipython_and_rich_frames_place_the_exception_in_the_framework(text: str) -> None:
+    assert _reason(text) == "framework_error"
