@@ -5,10 +5,17 @@ that passes is normalised and matched against the rules; NVRM Xid lines go throu
 Python tracebacks are followed to their final exception, which is classified by its type and by where
 the last frame is (user code → script error, framework code → framework error).
 
-Choosing: "ignore" matches are dropped; root-cause candidates beat cascades (an NCCL timeout is the
-answer only when nothing caused it); among candidates the higher priority wins, then the earliest
-evidence (by timestamp where the lines carry one, else by position in the file). torchrun's
-ChildFailedError summary names the first failing rank and host; candidates of that rank are preferred.
+Weighing, within one file: each candidate has a severity (a warning, an error, a traceback's fatal
+exception, or the exit itself as a launcher, the scheduler or the collector tells it). What the run went
+on from is not what ended it: a root candidate followed by training progress and then an error of another
+kind, or a warning followed by a specific error or an exit of another kind in the same process, was
+survived, and becomes a cascade.
+
+Choosing: "ignore" matches (advice text) cover the rest of their line and never become candidates;
+root-cause candidates beat cascades (an NCCL timeout is the answer only when nothing caused it); among
+candidates the higher priority wins, then the earliest evidence (by timestamp where the lines carry one,
+else by position in the file). torchrun's ChildFailedError summary names the first failing rank and
+host; candidates of that rank are preferred.
 """
 
 from __future__ import annotations
@@ -21,15 +28,21 @@ from functools import lru_cache
 
 from gpuwatch.diagnosis.model import Diagnosis, Evidence, LogSource
 from gpuwatch.diagnosis.normalize import normalize, syslog_host
-from gpuwatch.diagnosis.rules import Rule, RuleSet, load_rules
-from gpuwatch.diagnosis.xid import APPLICATION_XIDS, xid_code, xid_reason
+from gpuwatch.diagnosis.rules import RuleSet, load_rules
+from gpuwatch.diagnosis.xid import APPLICATION_XIDS, XID_LINE, xid_code, xid_reason
 
 #: Below this the rules are "not confident" and the LLM analyser, when configured, is asked.
 CONFIDENT = 0.7
 MAX_EVIDENCE = 6
 _MAX_TRACEBACK = 400  # lines a traceback is followed for, looking for its final exception
 
-_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
+# A traceback frame as Python writes it ('File "x.py", line 3'), as IPython does ("/x.py in f(...)") and
+# as rich draws it ("│ /x.py:3 in f │").
+_FRAME = re.compile(
+    r'^\s*File "(?P<path>[^"]+)", line \d+'
+    r"|^(?P<ipython>/\S+\.py) in [\w<>]+\("
+    r"|^│\s*(?P<rich>~?/?[\w.~/-]+\.py):\d+"
+)
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s?(?P<msg>.*))?$")
 _FRAMEWORK_PATH = re.compile(r"site-packages|dist-packages|/torch/|/deepspeed/|/megatron/|/transformers/|/apex/")
 _ISO_TS = re.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d+))?")
@@ -45,12 +58,20 @@ _PROGRESS = re.compile(
     r"(?i)\b(?:step|iter(?:ation)?|epoch|it|global_step)\b\W{0,3}\[?\s*\d+.{0,120}\b(?:loss|lr|learning.rate)\b"
     r"|\d+/\d+ \[(?:\d+:)?\d+:\d+<"
 )
+# A line its writer marked as a warning: Python logging's "WARNING:root:" and "| WARNING |", "[WARNING]",
+# c10's "[W socket.cpp:464]" / "[W1125 10:02:11.123 ...]", glog's "W1125 10:02:11". NCCL's own
+# "NCCL WARN" is how NCCL reports errors, so it is not one.
+_WARNING_LEVEL = re.compile(
+    r"(?:^|[\s|\[(:-])(?<!NCCL )(?:WARNING|WARN|Warning)(?=[\s:|\]-])"
+    r"|(?:^|\]:?)\[W(?:\d{4} [\d:.]+)?\s|^W\d{4} \d{2}:\d{2}"
+)
 # A node named by the failure message itself: Slurm's "Node failure on X", "*** JOB N ON X CANCELLED ...
-# DUE TO NODE FAILURE", kubectl's "X   NotReady", Ray's "node name: X".
+# DUE TO NODE FAILURE", "Task launch for N failed on node X: ...", kubectl's "X   NotReady".
 _NODE_IN_TEXT = re.compile(
     r"Node failure on (?P<a>[A-Za-z][\w.-]*)"
     r"|\*\*\* (?:JOB|STEP) \S+ ON (?P<b>[A-Za-z][\w.-]*) CANCELLED AT \S+ DUE TO NODE FAIL"
     r"|^(?P<c>[A-Za-z][\w.-]*)\s+NotReady\b"
+    r"|Task launch for \S+ failed on node (?P<d>[A-Za-z][\w.-]*):"
 )
 _SCRIPT_EXCEPTIONS = frozenset(
     {
@@ -97,6 +118,8 @@ class Candidate:
     rank: int | None
     when: datetime | None
     position: float  # 0..1 through its file: the tie-break when lines carry no timestamp
+    severity: str = "error"  # one of rules.SEVERITIES
+    specific: bool = True  # False for an exception classified only by its type, with no message
 
 
 @lru_cache(maxsize=4)
@@ -162,7 +185,7 @@ class _Scanner:
             text, rank = normalize(lines[j])
             frame = _FRAME.match(text)
             if frame:
-                last_frame = frame.group("path")
+                last_frame = frame.group("path") or frame.group("ipython") or frame.group("rich")
                 continue
             exc = _EXCEPTION.match(text)
             if exc:
@@ -180,38 +203,50 @@ class _Scanner:
             self.root_host = self.root_host or m.group(1)
         return not text.startswith("=====") or self.root_rank is None
 
-    def _line(self, i: int, raw: str, text: str, rank: int | None, total: int) -> list[Candidate]:
+    def _line(
+        self, i: int, raw: str, text: str, rank: int | None, total: int, severity: str = "error"
+    ) -> list[Candidate]:
+        """Candidates from one line; ``severity`` is what its place says (a traceback's final exception
+        is fatal), lowered to a warning when the line says it is one, raised by a rule that knows better."""
+        if severity == "error" and _WARNING_LEVEL.search(raw[:80]):
+            severity = "warning"
+        matched = self.rules.match_at(text)
+        # Advice or a warning tag on the line ("CUDA kernel errors might be asynchronously reported ...",
+        # "UserWarning:") covers what follows it, not the message before it that one-line wordings glue on.
+        advice_at = min((at for rule, at in matched if rule.role == "ignore"), default=len(text) + 1)
         added = []
         code = xid_code(text)
-        if code is not None:
+        if code is not None and XID_LINE.search(text).start() < advice_at:  # type: ignore[union-attr]
             reason = xid_reason(code)
             if reason is not None:
-                added.append(self._add(i, raw, rank, total, reason, "root", 0.95, 100, f"xid-{code}"))
+                added.append(self._add(i, raw, rank, total, reason, "root", 0.95, 100, f"xid-{code}", "fatal"))
             elif code in APPLICATION_XIDS:
                 added.append(self._add(i, raw, rank, total, "cuda_error", "cascade", 0.5, 25, f"xid-{code}"))
-        for rule in self.rules.match(text):
-            added.append(self._add_rule(i, raw, rank, total, rule))
+        for rule, at in matched:
+            if rule.role == "ignore" or at >= advice_at:
+                continue
+            sev = _severity(rule.severity, severity)
+            added.append(
+                self._add(i, raw, rank, total, rule.reason, rule.role, rule.confidence, rule.priority, rule.id, sev)
+            )
         return added
 
     def _exception(
         self, i: int, raw: str, text: str, rank: int | None, exc: re.Match[str], frame: str | None, total: int
     ) -> None:
-        if self._line(i, raw, text, rank, total):
+        if self._line(i, raw, text, rank, total, "fatal"):
             return  # the message itself says what happened (CUDA error, NCCL error, OOM, ...)
         name = exc.group("type").rsplit(".", 1)[-1]
         if name in _CASCADE_EXCEPTIONS:
             return
         in_framework = frame is not None and _FRAMEWORK_PATH.search(frame) is not None
+        reason = "framework_error" if in_framework else "script_error"
+        specific = bool((exc.group("msg") or "").strip())
         if name in _SCRIPT_EXCEPTIONS:
-            reason = "framework_error" if in_framework else "script_error"
             confidence = 0.75 if in_framework or name not in ("RuntimeError", "AssertionError") else 0.65
-            self._add(i, raw, rank, total, reason, "root", confidence, 50, f"exception-{name}")
+            self._add(i, raw, rank, total, reason, "root", confidence, 50, f"exception-{name}", "fatal", specific)
         elif name.endswith(("Error", "Exception")):
-            reason = "framework_error" if in_framework else "script_error"
-            self._add(i, raw, rank, total, reason, "root", 0.6, 45, f"exception-{name}")
-
-    def _add_rule(self, i: int, raw: str, rank: int | None, total: int, rule: Rule) -> Candidate:
-        return self._add(i, raw, rank, total, rule.reason, rule.role, rule.confidence, rule.priority, rule.id)
+            self._add(i, raw, rank, total, reason, "root", 0.6, 45, f"exception-{name}", "fatal", specific)
 
     def _add(
         self,
@@ -224,6 +259,8 @@ class _Scanner:
         confidence: float,
         priority: int,
         rule_id: str,
+        severity: str = "error",
+        specific: bool = True,
     ) -> Candidate:
         candidate = Candidate(
             reason=reason,
@@ -236,9 +273,19 @@ class _Scanner:
             rank=self.source.rank if self.source.rank is not None else rank,
             when=_timestamp(raw),
             position=i / total,
+            severity=severity,
+            specific=specific,
         )
         self.found.append(candidate)
         return candidate
+
+
+def _severity(of_rule: str, of_line: str) -> str:
+    """A rule's own severity, where it has one, over the line's: an exit is an exit wherever it is
+    written, a traceback's final exception is fatal whatever the rule thinks of its words."""
+    if of_rule == "exit" or of_line == "fatal":
+        return "exit" if of_rule == "exit" else "fatal"
+    return of_line if of_rule == "error" else of_rule
 
 
 def _node_in_text(raw: str, reason: str) -> str | None:
@@ -248,20 +295,43 @@ def _node_in_text(raw: str, reason: str) -> str | None:
     return next((g for g in m.groups() if g), None) if m else None
 
 
-def _survived(found: list[Candidate], lines: Sequence[str]) -> list[Candidate]:
-    """Root candidates of one file that the run went on from: a later root candidate of another reason
-    follows, and training progress (a step or iteration line, a tqdm bar) lies between them. An OOM
-    caught and retried, a "size mismatch" warning at fine-tune start, a transient error: these are not
-    what ended the run, the later error is. They become cascades (the answer only when nothing else is)."""
-    roots = sorted((c for c in found if c.role == "root" and c.evidence.line > 0), key=lambda c: c.evidence.line)
+def _same_process(a: Candidate, b: Candidate) -> bool:
+    return a.rank is None or b.rank is None or a.rank == b.rank
+
+
+def _outweighs(later: Candidate, c: Candidate) -> bool:
+    """Whether ``later`` says that ``c``, a warning, did not end the run: a specific error, a fatal
+    exception or an exit of another kind (an exception that says nothing but its type does not)."""
+    return later.severity in ("error", "fatal", "exit") and later.specific
+
+
+def _weigh(found: list[Candidate], lines: Sequence[str], end: Candidate | None = None) -> list[Candidate]:
+    """Root candidates of one file that the run went on from, made cascades (the answer only when nothing
+    else is): one that a later candidate of another reason in the same process follows, with training
+    progress (a step or iteration line, a tqdm bar) between them (an OOM caught and retried, a transient
+    error), or, for a warning, that a later specific error or exit outweighs (a "size mismatch" a loader
+    that is not strict only reports). ``end`` is how the process ended when the collector knows it
+    (its exit status): it comes after every line."""
+    later_ones = sorted(
+        (c for c in found if c.evidence.line > 0 and (c.role == "root" or c.severity == "exit")),
+        key=lambda c: c.evidence.line,
+    )
+    if end is not None:
+        later_ones.append(replace(end, evidence=replace(end.evidence, line=len(lines) + 1)))
     out = list(found)
-    for c in roots:
-        later = next((d for d in roots if d.evidence.line > c.evidence.line and d.reason != c.reason), None)
-        if later is None:
+    for k, c in enumerate(out):
+        if c.role != "root" or c.evidence.line <= 0:
             continue
-        between = lines[c.evidence.line : min(later.evidence.line - 1, c.evidence.line + 5000)]
-        if any(_PROGRESS.search(line) for line in between):
-            out[out.index(c)] = replace(c, role="cascade", rule_id=f"{c.rule_id} (survived)")
+        after = [d for d in later_ones if d.evidence.line > c.evidence.line and d.reason != c.reason]
+        after = [d for d in after if _same_process(c, d)]
+        if not after:
+            continue
+        survived = c.severity == "warning" and any(_outweighs(d, c) for d in after)
+        if not survived and after[0].role == "root":
+            stop = min(after[0].evidence.line - 1, c.evidence.line + 5000)
+            survived = any(_PROGRESS.search(line) for line in lines[c.evidence.line : stop])
+        if survived:
+            out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} (survived)")
     return out
 
 
@@ -269,9 +339,11 @@ def _from_exit(source: LogSource) -> Candidate | None:
     """What an exit status says on its own (weak: only when the text says nothing)."""
     ev = Evidence(source.file, 0, f"exit code {source.exit_code}, signal {source.signal}")
     if source.exit_code == 137 or source.signal == 9:
-        return Candidate("host_oom", "root", 0.55, 10, "exit-sigkill", ev, source.node, source.rank, None, 1.0)
+        return Candidate("host_oom", "root", 0.55, 10, "exit-sigkill", ev, source.node, source.rank, None, 1.0, "exit")
     if source.exit_code == 143 or source.signal == 15:
-        return Candidate("preempted", "cascade", 0.5, 10, "exit-sigterm", ev, source.node, source.rank, None, 1.0)
+        return Candidate(
+            "preempted", "cascade", 0.5, 10, "exit-sigterm", ev, source.node, source.rank, None, 1.0, "exit"
+        )
     return None
 
 
@@ -290,10 +362,11 @@ def scan(sources: Iterable[LogSource], rules_dir: str | None = None) -> tuple[li
     for source in sources:
         scanner = _Scanner(source, rules)
         scanner.scan()
-        found += _survived(scanner.found, source.lines) if len(scanner.found) > 1 else scanner.found
+        exit_candidate = _from_exit(source)
+        weigh = len(scanner.found) > 1 or (scanner.found and exit_candidate is not None)
+        found += _weigh(scanner.found, source.lines, exit_candidate) if weigh else scanner.found
         root_rank = root_rank if root_rank is not None else scanner.root_rank
         root_host = root_host or scanner.root_host
-        exit_candidate = _from_exit(source)
         if exit_candidate is not None:
             found.append(exit_candidate)
     return found, root_rank, root_host
@@ -302,8 +375,6 @@ def scan(sources: Iterable[LogSource], rules_dir: str | None = None) -> tuple[li
 def diagnose_rules(sources: list[LogSource], rules_dir: str | None = None) -> Diagnosis:
     """The rules' diagnosis of one run's logs (no network, no LLM)."""
     found, root_rank, root_host = scan(sources, rules_dir)
-    ignored = {(c.evidence.file, c.evidence.line) for c in found if c.role == "ignore"}
-    found = [c for c in found if c.role != "ignore" and (c.evidence.file, c.evidence.line) not in ignored]
     if not found:
         return Diagnosis("unknown", 0.0, "none", explanation="no known failure signature in the logs")
     roots = [c for c in found if c.role == "root"]

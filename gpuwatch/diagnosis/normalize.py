@@ -8,7 +8,9 @@ import re
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # A tqdm bar that a message was glued to (the bar ends in "\r", the collector kept one line):
 # "Epoch 3:  41%|████      | 2011/4900 [31:12<44:50,  1.07it/s, loss=0.611]Traceback (most ...".
-_TQDM_BAR = re.compile(r"^[^\n]*?\d+/\d+ \[(?:\d+:)?\d+:\d+<[^\]]*\]")
+_TQDM_BAR = re.compile(
+    r"^[^\n]*?\d+(?:\.\d+)?[kMGT]?(?:B|it)?/\d+(?:\.\d+)?[kMGT]?(?:B|it)? \[(?:\d+:)?\d+:\d+<[^\]]*\]"
+)
 # syslog's "May  1 12:34:56 host kernel: ..." and journalctl's short-iso/precise forms: the host field.
 _SYSLOG_HOST = re.compile(
     r"^(?:[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)"
@@ -38,8 +40,16 @@ _RANK_PREFIXES = (
 
 
 def normalize(line: str) -> tuple[str, int | None]:
-    """The line's text without colour, timestamps and launcher prefixes, and the rank a prefix named."""
+    """The line's text without colour, timestamps and launcher prefixes, and the rank a prefix named.
+    A line that carriage returns split (a tqdm bar redrawn, then a message: the collector kept one line)
+    is what a terminal shows last: its last part that says something."""
     text = _ANSI.sub("", line).rstrip("\r\n")
+    if "\r" in text:
+        for part in reversed(text.split("\r")):
+            said = normalize(part)
+            if said[0]:
+                return said
+        return "", None
     rank: int | None = None
     changed = True
     while changed:

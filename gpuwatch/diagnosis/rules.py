@@ -15,6 +15,10 @@ import re2
 from gpuwatch.taxonomy import REASONS
 
 ROLES = ("root", "cascade", "ignore")
+#: What a matched line says about how the run ended, weakest first: a warning the run may go on from,
+#: an error, a fatal error (a traceback's final exception), the exit itself (a launcher's or the
+#: scheduler's account of how a process ended: "exitcode: -9", "CANCELLED ... DUE TO TIME LIMIT").
+SEVERITIES = ("warning", "error", "fatal", "exit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,9 +31,17 @@ class Rule:
     confidence: float
     priority: int
     examples: tuple[str, ...] = ()
+    severity: str = "error"
 
     def matches(self, line: str, lower: str) -> bool:
-        return any(k in lower for k in self.keywords) and any(p.search(line) for p in self.patterns)
+        return self.match_at(line, lower) is not None
+
+    def match_at(self, line: str, lower: str) -> int | None:
+        """Where in ``line`` the rule's earliest pattern match starts, or None when it does not match."""
+        if not any(k in lower for k in self.keywords):
+            return None
+        starts = [m.start() for p in self.patterns if (m := p.search(line)) is not None]
+        return min(starts) if starts else None
 
 
 def _parse(raw: dict, origin: str) -> Rule:
@@ -43,6 +55,7 @@ def _parse(raw: dict, origin: str) -> Rule:
             confidence=float(raw["confidence"]),
             priority=int(raw["priority"]),
             examples=tuple(raw.get("examples", ())),
+            severity=raw.get("severity", "error"),
         )
     except (KeyError, TypeError, ValueError, re.error) as exc:
         raise ValueError(f"{origin}: rule {raw.get('id', '?')!r} is invalid: {exc}") from None
@@ -50,6 +63,8 @@ def _parse(raw: dict, origin: str) -> Rule:
         raise ValueError(f"{origin}: rule {rule.id!r} names {rule.reason!r}, which is not in the failure taxonomy")
     if rule.role not in ROLES or not 0 <= rule.confidence <= 1 or not rule.keywords:
         raise ValueError(f"{origin}: rule {rule.id!r}: role must be one of {ROLES}, confidence 0..1, keywords given")
+    if rule.severity not in SEVERITIES:
+        raise ValueError(f"{origin}: rule {rule.id!r}: severity must be one of {SEVERITIES}")
     return rule
 
 
@@ -96,5 +111,9 @@ class RuleSet:
         return found
 
     def match(self, line: str) -> list[Rule]:
+        return [rule for rule, _ in self.match_at(line)]
+
+    def match_at(self, line: str) -> list[tuple[Rule, int]]:
+        """The rules that match ``line``, each with where its match starts."""
         lower = line.lower()
-        return [r for r in self.rules if r.matches(line, lower)]
+        return [(r, at) for r in self.rules if (at := r.match_at(line, lower)) is not None]

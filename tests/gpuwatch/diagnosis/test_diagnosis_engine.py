@@ -171,3 +171,22 @@ def test_a_rule_outside_the_taxonomy_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match="cosmic_rays"):
         load_rules(tmp_path)
+
+
+def test_a_rule_with_an_unknown_severity_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "bad.toml").write_text(
+        '[[rules]]\nid = "x"\nreason = "storage_error"\nkeywords = ["x"]\n'
+        'patterns = ["x"]\nconfidence = 1\npriority = 1\nseverity = "catastrophic"\n'
+    )
+    with pytest.raises(ValueError, match="severity"):
+        load_rules(tmp_path)
+
+
+def test_a_warning_is_outweighed_only_in_its_own_process() -> None:
+    """A warning on rank 0 and a specific error on rank 1, in one file: rank 0's warning still stands
+    against rank 1's error by priority; the same two on one rank: the error ended the run."""
+    warn = "[rank{r}]: 2024-05-01 10:00:00,000 - mmdet - WARNING - size mismatch for head.fc.weight: copying a param"
+    err = "[rank{r}]: RuntimeError: DataLoader worker (pid(s) 9912) exited unexpectedly"
+    one = diagnose_rules([_src("t.log", warn.format(r=0) + "\n" + err.format(r=0))])
+    two = diagnose_rules([_src("t.log", warn.format(r=0) + "\n" + err.format(r=1))])
+    assert (one.reason, two.reason) == ("dataloader_error", "checkpoint_load_error")

@@ -580,3 +580,284 @@ def test_a_node_failure_names_the_node_its_message_names() -> None:
     """nebius/soperator#854."""
     d = diagnose_rules([_src("salloc.log", "salloc: error: Node failure on worker-1")])
     assert (d.reason, d.node) == ("node_failure", "worker-1")
+
+
+# ---------------------------------------------------------------- evidence weighed with its context
+
+
+def test_a_traceback_after_carriage_return_joined_bars_keeps_its_rank_and_its_type() -> None:
+    """SWivid/F5-TTS#458's bar, redrawn with carriage returns the collector kept inside one line, and
+    cvg/glue-factory#47's KeyError written after the last redraw, behind its rank prefix: what a terminal
+    shows last is the line."""
+    bars = "\r".join(
+        f"[rank0]: Epoch 4/5:   {p}%|          | {n}/33 [00:0{n}<?, ?step/s, loss=0.688, step=100]"
+        for p, n in ((0, 0), (3, 1))
+    )
+    text = [
+        bars + "\r[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/home/user0/workspace/glue-factory/gluefactory/train.py", line 560, in training',
+        "[rank0]:     if results[conf.train.best_key] < best_eval:",
+        "[rank0]: Epoch 4/5:   6%|▌         | 2/33 [00:02<00:41,  1.33s/step, loss=0.671, step=101]\r[rank0]: KeyError: 'loss/total'",
+    ]
+    assert normalize(text[0]) == ("Traceback (most recent call last):", 0)
+    d = diagnose_rules([LogSource("train.log", text)])
+    assert (d.reason, d.rank, d.evidence[0].line) == ("script_error", 0, 4)
+    # a bar whose counts are scaled (1.03G/1.03G) is a bar too
+    glued = "model.safetensors: 100%|██████████| 1.03G/1.03G [00:12<00:00, 85.2MB/s]KeyError: 'loss/total'"
+    assert normalize(glued) == ("KeyError: 'loss/total'", None)
+
+
+def test_an_oom_the_run_said_it_recovered_from_does_not_beat_the_write_failure_after_it() -> None:
+    """fairseq#2867's OOM, which fairseq logs as a WARNING and recovers from, then returnn#1829's failed
+    checkpoint write with no step in between: the warning did not end the run, the write did."""
+    text = """
+2020-11-06 22:55:35 | WARNING | fairseq.trainer | OOM: Ran out of memory with exception: CUDA out of memory. Tried to allocate 28.00 MiB (GPU 1; 10.92 GiB total capacity; 10.13 GiB already allocated; 13.38 MiB free; 10.33 GiB reserved in total by PyTorch)
+2020-11-06 22:55:35 | WARNING | fairseq.trainer | attempting to recover from OOM in forward/backward pass
+2020-11-06 22:55:41 | INFO | fairseq.checkpoint_utils | Preparing to save checkpoint for epoch 2 @ 25800 updates
+Traceback (most recent call last):
+  File "/env/lib/python3.6/site-packages/torch/serialization.py", line 1266, in _save
+    zip_file.write_record(name, storage, num_bytes)
+RuntimeError: [enforce fail at inline_container.cc:857] . PytorchStreamWriter failed writing file data/322: file write failed
+"""
+    d = diagnose_rules([_src("train.log", text)])
+    assert (d.reason, d.evidence[0].line) == ("storage_error", 7)
+    assert "gpu_oom" in d.explanation
+    # fairseq#869: the same warning, then an exception that says nothing: the OOM stays the cause
+    bare = """
+| WARNING: ran out of memory with exception: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.93 GiB total capacity; 7.20 GiB already allocated; 17.56 MiB free; 46.25 MiB cached);
+Traceback (most recent call last):
+  File "./fairseq/train.py", line 306, in <module>
+Exception:
+"""
+    assert _reason(bare) == "gpu_oom"
+
+
+def test_an_exit_signal_written_by_the_launcher_outweighs_a_warning_before_it() -> None:
+    """chenyilun95/DSGN2#11: mmdet's warning that the pretrained weights do not match, with its
+    'size mismatch for' lines (a loader that is not strict goes on), then torchrun's summary of a rank
+    killed by SIGKILL (hpcaitech/ColossalAI#3514's wording): the kill ended the run, not the warning."""
+    text = """
+2023-03-02 11:20:41,205 - mmdet - INFO - load checkpoint from local path: pretrained/resnet34.pth
+2023-03-02 11:20:41,517 - mmdet - WARNING - The model and loaded state dict do not match exactly
+size mismatch for layer3.0.conv1.weight: copying a param with shape torch.Size([256, 128, 3, 3]) from checkpoint, the shape in current model is torch.Size([128, 128, 3, 3]).
+size mismatch for layer3.0.bn1.weight: copying a param with shape torch.Size([256]) from checkpoint, the shape in current model is torch.Size([128]).
+WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 812914 closing signal SIGTERM
+ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 1 (pid: 812915) of binary: /data/env/bin/python
+Root Cause (first observed failure):
+[0]:
+  time      : 2023-03-02_11:31:09
+  host      : gpu-cc02
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 812915)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 812915
+============================================================
+"""
+    d = diagnose_rules([_src("torchrun.log", text)])
+    assert (d.reason, d.rank) == ("host_oom", 1)
+    assert "checkpoint_load_error" in d.explanation
+    # alone, the same lines are the evidence they look like
+    assert _reason("\n".join(text.strip().splitlines()[:4])) == "checkpoint_load_error"
+    # and an exit the collector knows (exit status 137) weighs the same as one written in the text
+    warning_only = _src("rank1.log", "\n".join(text.strip().splitlines()[:4]), exit_code=137)
+    assert diagnose_rules([warning_only]).reason == "host_oom"
+
+
+# ---------------------------------------------------------------- batch 5 (cases 227-262): the classes it missed
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # deepspeedai/DeepSpeed#3232: the deepspeed launcher's own sentence for a SIGKILLed rank
+        "[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', "
+        "'--local_rank=0', '--zero_stage', '2', '--deepspeed'] exits with return code = -9",
+        # the same exit as subprocess and the elastic agent's error handler word it
+        "subprocess.CalledProcessError: Command '['python', 'train.py']' returned non-zero exit status 137.",
+    ],
+)
+def test_launcher_exit_sentences_in_other_words_are_kills(line: str) -> None:
+    assert _reason(line) == "host_oom"
+
+
+def test_a_segfault_the_launcher_reports_is_a_framework_crash_unless_a_library_is_named() -> None:
+    """NVIDIA/Megatron-LM#1880: only torchrun's summary tells of the SIGSEGV; alone it is a crash in
+    native framework code. It is weak: case 026's ranks name the NCCL failure it caused."""
+    summary = """
+E1223 05:17:59.420000 3304101 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -11) local_rank: 0 (pid: 3304209) of binary: /usr/bin/python
+Root Cause (first observed failure):
+[0]:
+  time      : 2025-12-23_05:17:58
+  host      : yotta-B200-232
+  rank      : 0 (local_rank: 0)
+  exitcode  : -11 (pid: 3304209)
+  error_file: <N/A>
+  traceback : Signal 11 (SIGSEGV) received by PID 3304209
+============================================================
+"""
+    assert _reason(summary) == "framework_error"
+    remote = (
+        "[rank5]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+        "remote process exited or there was a network error, NCCL version 2.22.3"
+    )
+    assert _reason(remote + "\n" + summary) == "nccl_error"
+
+
+def test_a_non_finite_grad_norm_in_megatron_cores_words_is_divergence() -> None:
+    """NVIDIA-NeMo/Speech#14751."""
+    line = (
+        "i.pretrain/0 [rank4]: RuntimeError: Unexpected result inf (message='found Inf in local grad norm for bucket #6 "
+        "in backward pass before data-parallel communication collective')"
+    )
+    assert _reason(line) == "loss_divergence"
+
+
+def test_a_rendezvous_store_that_cannot_be_reached_is_the_network_not_the_framework() -> None:
+    """pytorch/pytorch#69197: the RuntimeError is raised inside torch, but its message says what failed."""
+    text = """
+Traceback (most recent call last):
+  File "/home/user7/miniconda3/envs/py39/lib/python3.9/site-packages/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py", line 155, in _create_tcp_store
+    store = TCPStore(
+RuntimeError: connect() timed out. Original timeout was 60000 ms.
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "/home/user7/miniconda3/envs/py39/lib/python3.9/site-packages/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py", line 159, in _create_tcp_store
+    raise RendezvousConnectionError(
+torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.
+"""
+    assert _reason(text) == "network_error"
+
+
+def test_a_worker_that_exited_in_the_single_pid_wording_is_a_dataloader_error() -> None:
+    """CSAILVision/semantic-segmentation-pytorch#80."""
+    assert (
+        _reason("RuntimeError: DataLoader worker (pid 7948) exited unexpectedly with exit code 1") == "dataloader_error"
+    )
+
+
+# ---------------------------------------------------------------- batch 6 (cases 263-299): the classes it missed
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # yym6472/ConSERT#27: transformers' words for a checkpoint it cannot read, raised as a bare OSError
+        (
+            "OSError: Unable to load weights from pytorch checkpoint file. If you tried to load a PyTorch model from a "
+            "TF 2.0 checkpoint, please set from_tf=True. ",
+            "checkpoint_load_error",
+        ),
+        # TheAtticusProject/cuad#9: the old torch wording of an NCCL failure
+        (
+            "terminate called after throwing an instance of 'std::runtime_error'\n  what():  NCCL Error 1: unhandled cuda error",
+            "nccl_error",
+        ),
+        # NVIDIA/nccl#1283: NCCL's own 'Cuda failure' line behind a Ray prefix
+        (
+            "(train_rft pid=2657296) 2024-05-11 14:10:52.227 n176-080-198:2657296:2658232 [0] include/alloc.h:102 NCCL WARN "
+            "Cuda failure 1 'invalid argument'",
+            "nccl_error",
+        ),
+        # deepspeedai/DeepSpeed#3581: the deepspeed launcher's segfault sentence
+        (
+            "[2023-05-20 12:09:28,634] [ERROR] [launch.py:434:sigkill_handler] ['python', '-u', 'main.py', "
+            "'--local_rank=0'] exits with return code = -11",
+            "framework_error",
+        ),
+        # hiyouga/LlamaFactory#6191: a ValueError whose message names the missing file
+        ("[rank5]: ValueError: File data/mllm_dome.json not found.", "file_not_found"),
+    ],
+)
+def test_messages_that_name_their_cause_whatever_raised_them(text: str, reason: str) -> None:
+    assert _reason(text) == reason
+
+
+def test_an_ordinal_past_the_visible_gpus_is_the_launch_not_cuda() -> None:
+    """yunqing-me/WatermarkDM#8: --nproc_per_node larger than the machine's GPUs."""
+    text = """
+  File "/opt/conda/lib/python3.9/site-packages/torch/cuda/__init__.py", line 326, in set_device
+    torch._C._cuda_setDevice(device)
+RuntimeError: CUDA error: invalid device ordinal
+CUDA kernel errors might be asynchronously reported at some other API call,so the stacktrace below might be incorrect.
+"""
+    d = diagnose_rules([_src("torchrun.log", text)])
+    assert (d.reason, d.action) == ("argument_error", "notify")
+
+
+def test_nccl_denied_a_system_call_is_a_permission_error() -> None:
+    """pytorch/pytorch#37004: /dev/shm not writable; torch only says 'unhandled system error'."""
+    text = """
+node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied
+node08:27106:27302 [0] include/shm.h:48 NCCL WARN Error while creating shared memory segment nccl-shm-recv-b7948f403864987a-0-3-0 (size 4460544)
+RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch_1565272279342/work/torch/lib/c10d/ProcessGroupNCCL.cpp:290, unhandled system error
+"""
+    assert _reason(text) == "permission_error"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # NVIDIA/nccl#2076: the socket failure is the remote error's "Last error", on its own line
+        "[rank2]: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.\n"
+        "[rank2]: Last error:\n"
+        "[rank2]: socketProgressOpt: Call to recv from 172.16.8.21<33759> failed : Connection reset by peer",
+        # NVIDIA/nccl#1514: without the NCCL WARN prefix
+        "ncclInternalError: Internal check failed.\nLast error:\nNet : Connection closed by remote peer user<43236>",
+    ],
+)
+def test_the_socket_failure_behind_an_nccl_error_is_the_network(text: str) -> None:
+    assert _reason(text) == "network_error"
+
+
+def test_a_task_launch_that_fails_on_one_node_blames_it() -> None:
+    """ai4d-iasc/trixie#58: after a reboot, cn131 cannot launch tasks."""
+    d = diagnose_rules(
+        [_src("slurm-36.out", "srun: error: Task launch for 36.0 failed on node cn131: Job credential expired")]
+    )
+    assert (d.reason, d.node) == ("node_failure", "cn131")
+
+
+# ---------------------------------------------------------------- batch 7 (cases 300-322): the classes it missed
+
+
+def test_advice_glued_after_the_message_does_not_hide_it() -> None:
+    """ostris/ai-toolkit#470: the error and torch's advice sentences on one line. The advice covers what
+    follows it; a warning tag before a message (UserWarning: ... No module named) still hides it."""
+    line = (
+        "Error running job: CUDA error: uncorrectable ECC error encountered Search for `cudaErrorECCUncorrectable' in "
+        "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information. CUDA kernel errors "
+        "might be asynchronously reported at some other API call, so the stacktrace below might be incorrect. For debugging "
+        "consider passing CUDA_LAUNCH_BLOCKING=1 Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."
+    )
+    assert _reason(line) == "gpu_hardware"
+    warning = "functional_tensor.py:368: UserWarning: Failed to initialize NumPy: No module named 'numpy'"
+    assert _reason(warning) == "unknown"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # unslothai/unsloth#2992: IPython's frames ("path in func(...)") end inside the library
+        """
+KeyError                                  Traceback (most recent call last)
+/usr/local/lib/python3.11/dist-packages/unsloth_zoo/loss_utils.py in _unsloth_get_batch_samples(self, epoch_iterator, num_batches, device, *args, **kwargs)
+    315                 if "token_type_ids" in x:
+--> 316                     token_type_ids = kwargs["token_type_ids"]
+
+KeyError: 'token_type_ids'
+""",
+        # zai-org/GLM-4#699: rich's boxed frames ("│ path:line in func │")
+        """
+╭───────────────────── Traceback (most recent call last) ─────────────────────╮
+│ /home/user35/project/GLM-4/finetune_demo/finetune.py:470 in main                                │
+│ /home/user35/project/GLM-4/venv/lib/python3.10/site-packages/transformers/trainer_seq2seq.py:356 │
+│ in prediction_step                                                                               │
+╰──────────────────────────────────────────────────────────────────────────────────────────────────╯
+KeyError: 'loss'
+""",
+    ],
+)
+def test_ipython_and_rich_frames_place_the_exception_in_the_framework(text: str) -> None:
+    assert _reason(text) == "framework_error"
