@@ -60,6 +60,7 @@ class Api:
     JOB_RUNS = PREFIX + "/jobs/{job_id}/runs"
     INCIDENTS = PREFIX + "/incidents"
     INCIDENT = PREFIX + "/incidents/{incident_id}"
+    INCIDENT_LABEL = PREFIX + "/incidents/{incident_id}/label"
     INCIDENT_REPORT = PREFIX + "/incidents/{incident_id}/report"
     INCIDENT_PLOT = PREFIX + "/incidents/{incident_id}/plots/{gpu}.png"
     LOGS = PREFIX + "/logs"

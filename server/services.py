@@ -26,6 +26,7 @@ from server.detect.stragglers import StragglerDetector
 from server.detect.watchdog import Watchdog
 from server.incidents.context import IncidentContext
 from server.incidents.info import IncidentCollector
+from server.incidents.labels import CorrectionsCollector
 from server.incidents.metrics import IncidentMetrics
 from server.incidents.pipeline import resume_due
 from server.incidents.recover import expire_exclusions
@@ -134,6 +135,7 @@ def build(settings: Settings) -> Services:
 
     incidents = IncidentContext(settings, sessions, IncidentMetrics(registry), telemetry, jobs, notifier=notifier)
     registry.register(IncidentCollector(sessions))
+    registry.register(CorrectionsCollector(sessions))
 
     detect_metrics = DetectMetrics(registry)
     restore(sessions, telemetry, detect_metrics, labels, server.rollup_flush_s)  # what alerts need, from the database

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from gpuwatch.protocol import GpuSample
+from server.store.models import IncidentLabel
 from server.telemetry.job_tracker import JobSummary
 
 
@@ -115,3 +116,29 @@ class JobUtilizationOut(JobSummary):
     stored_gpu_hours: float
     stored_idle_gpu_hours: float
     stored_energy_kwh: float
+
+
+class LabelOut(_Out):
+    """An admin's verdict on an incident's diagnosis (server/incidents/labels.py)."""
+
+    id: int
+    incident_id: int
+    diagnosed: str = Field(description="the diagnosis's reason, kept as the machine made it")
+    reason: str = Field(description="the reason it really was")
+    confirmed: bool
+    note: str | None
+    by: str
+    at: datetime
+
+    @classmethod
+    def of(cls, row: IncidentLabel) -> LabelOut:
+        return cls(
+            id=row.id,
+            incident_id=row.incident_id,
+            diagnosed=row.diagnosed,
+            reason=row.reason,
+            confirmed=row.reason == row.diagnosed,
+            note=row.note,
+            by=row.actor,
+            at=row.created_at,
+        )

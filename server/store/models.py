@@ -290,6 +290,26 @@ class Diagnosis(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class IncidentLabel(Base):
+    """A person's verdict on an incident's diagnosis: the reason it really was (the diagnosed one, for a
+    confirmation), beside the diagnosis, which is kept as the machine made it. Every label is kept; the
+    newest is the incident's. What `gpuwatch corpus export` turns into test cases and
+    `gpuwatch_diagnosis_corrections_total` counts."""
+
+    __tablename__ = "incident_labels"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    incident_id: Mapped[int] = mapped_column(ForeignKey("incidents.id", ondelete="CASCADE"), index=True)
+    diagnosis_id: Mapped[int | None] = mapped_column(
+        ForeignKey("diagnoses.id", ondelete="SET NULL"), doc="the diagnosis judged"
+    )
+    diagnosed: Mapped[str] = mapped_column(String(64), doc="its reason, kept here should the diagnosis go")
+    reason: Mapped[str] = mapped_column(String(64), doc="the reason it really was")
+    note: Mapped[str | None] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(String(255), doc="admin token name and prefix, or the CLI's OS user")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
 class Action(Base):
     """An audited recovery step (restart, exclude node, notify) and how it went."""
 

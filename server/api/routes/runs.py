@@ -36,8 +36,10 @@ from gpuwatch.recovery import Decision
 from gpuwatch.recovery.settings import policy_config
 from server.api.body import json_body, read_model
 from server.api.deps import NodeDep, ServicesDep, SessionDep, own_node
+from server.api.schemas import LabelOut
 from server.executors.base import JobTarget
 from server.executors.registry import executor
+from server.incidents.labels import latest_label
 from server.incidents.pipeline import StreamExit, mark_exit, open_incident
 from server.incidents.recover import resolve_job, restarted
 from server.incidents.replay import SupervisorDecision, attach
@@ -324,6 +326,7 @@ class IncidentOut(BaseModel):
     state: str
     opened_at: datetime
     diagnosis: DiagnosisOut | None
+    label: LabelOut | None = Field(description="an admin's verdict on the diagnosis (the latest), if any")
     actions: list[ActionOut]
 
 
@@ -355,6 +358,7 @@ def _incident_out(session: SessionDep, incident: Incident) -> IncidentOut:
         state=incident.state,
         opened_at=incident.opened_at,
         diagnosis=diagnosis,
+        label=LabelOut.of(labelled) if (labelled := latest_label(session, incident.id)) else None,
         actions=[
             ActionOut(
                 id=a.id,
