@@ -21,16 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+# The one reading of a case (the corpus test's too), so that the report and the test judge the same thing.
+from gpuwatch.diagnosis.corpus import case_dirs as cases
+from gpuwatch.diagnosis.corpus import load_case
 from gpuwatch.diagnosis.engine import diagnose_rules
 from gpuwatch.diagnosis.model import Diagnosis
 from gpuwatch.taxonomy import REASONS
-
-# The corpus test's own reading of a case, so that the report and the test judge the same thing.
-from tests.gpuwatch.diagnosis.test_diagnosis_corpus import CORPUS, load_case
-
-
-def cases(corpus: Path = CORPUS) -> list[Path]:
-    return sorted(p for p in corpus.iterdir() if (p / "case.toml").exists())
+from tests.gpuwatch.diagnosis.test_diagnosis_corpus import CORPUS
 
 
 def run(corpus: Path = CORPUS) -> list[tuple[str, dict, Diagnosis]]:

@@ -2,40 +2,21 @@
 
 from __future__ import annotations
 
-import tomllib
 from collections import Counter
-from pathlib import Path
 
+from gpuwatch.diagnosis.corpus import case_dirs, load_case
 from gpuwatch.diagnosis.engine import diagnose_rules
-from gpuwatch.diagnosis.model import Diagnosis, LogSource
+from gpuwatch.diagnosis.model import Diagnosis
 from gpuwatch.taxonomy import REASONS
 from tests.helpers import TESTS
 
 CORPUS = TESTS / "data" / "failures"
 
 
-def load_case(case: Path) -> tuple[dict, list[LogSource]]:
-    meta = tomllib.loads((case / "case.toml").read_text())
-    files = meta.get("files", {})
-    sources = []
-    for path in sorted(p for p in case.iterdir() if p.is_file() and p.name not in ("case.toml", "README.md")):
-        known = files.get(path.name, {})
-        sources.append(
-            LogSource(
-                file=path.name,
-                lines=path.read_text(errors="replace").splitlines(),
-                node=known.get("node"),
-                rank=known.get("rank"),
-                exit_code=known.get("exit_code"),
-                signal=known.get("signal"),
-            )
-        )
-    return meta, sources
-
-
 def run_corpus() -> list[tuple[str, dict, Diagnosis]]:
-    cases = sorted(p for p in CORPUS.iterdir() if (p / "case.toml").exists())
-    return [(case.name, meta, diagnose_rules(sources)) for case in cases for meta, sources in [load_case(case)]]
+    return [
+        (case.name, meta, diagnose_rules(sources)) for case in case_dirs(CORPUS) for meta, sources in [load_case(case)]
+    ]
 
 
 def test_rules_accuracy_on_the_labelled_corpus() -> None:
