@@ -1,4 +1,5 @@
-"""The server's commands: `gpuwatch server`, `gpuwatch db …`, `gpuwatch token …`, `gpuwatch report`."""
+"""The server's commands: `gpuwatch server`, `gpuwatch db …`, `gpuwatch token …`, `gpuwatch report`,
+`gpuwatch incident label`, `gpuwatch corpus export`."""
 
 from __future__ import annotations
 
@@ -188,12 +189,73 @@ def report(
         typer.echo(str(out))
 
 
+def incident_label(
+    incident: Annotated[int, typer.Argument(help="the incident's id")],
+    reason: Annotated[str, typer.Option("--reason", help="what it really was: a reason of the failure taxonomy")],
+    note: Annotated[str | None, typer.Option(help="what on-call found, in a line")] = None,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    database_url: DbOpt = None,
+) -> None:
+    """Confirm (its diagnosed reason) or correct (another reason) INCIDENT's diagnosis. The diagnosis is
+    kept; the label is stored beside it, written to the admin audit log and counted in
+    gpuwatch_diagnosis_corrections_total. `gpuwatch corpus export` makes test cases of labelled incidents."""
+    from server.incidents.labels import NotDiagnosed, check_label, label_incident
+    from server.store.db import transaction
+
+    try:
+        check_label(reason, note)
+        with transaction(_sessions(config, data_dir, database_url)) as session:
+            row = label_incident(session, incident, reason, note, _cli_actor())
+    except (ValueError, LookupError, NotDiagnosed) as exc:
+        raise typer.BadParameter(str(exc)) from None
+    verdict = "confirmed" if row.reason == row.diagnosed else f"corrected: {row.diagnosed} -> {row.reason}"
+    typer.echo(f"incident {incident}: {verdict}")
+
+
+def corpus_export(
+    out: Annotated[Path, typer.Option(help="the corpus directory (one case directory per incident)")] = Path("corpus"),
+    since: Annotated[str | None, typer.Option(help="only labels since: 7d, 24h, 90m or an ISO date")] = None,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    database_url: DbOpt = None,
+) -> None:
+    """Write each labelled incident as a corpus case (tests/data/failures/README.md): the label, and the
+    logs the server diagnosed it from, excerpted and scrubbed of secrets. Run again, it rewrites the
+    cases of incidents labelled anew."""
+    from datetime import UTC, datetime
+    from urllib.parse import urlparse
+
+    from server.incidents.export import export_labelled
+    from server.reports.period import parse_since
+
+    settings = settings_for(config, data_dir=data_dir, database_url=database_url)
+    try:
+        start = parse_since(since, datetime.now(UTC)) if since is not None else None
+    except ValueError as exc:
+        raise typer.BadParameter(f"--since: {exc}") from None
+    server = urlparse(settings.server.public_url or "").netloc or _hostname()
+    with _sessions(config, data_dir, database_url)() as session:
+        result = export_labelled(session, out, server, start)
+    for path in result.written:
+        typer.echo(str(path))
+    for incident, why in result.skipped:
+        typer.echo(f"incident {incident} skipped: {why}", err=True)
+    typer.echo(f"{len(result.written)} case(s) written to {out}", err=True)
+
+
 def register(app: typer.Typer) -> None:
     """Add the server's commands, and its `db` and `token` groups, to `gpuwatch`."""
     db_app = typer.Typer(help="Database: schema (Alembic migrations) and retention.", no_args_is_help=True)
     token_app = typer.Typer(help="Bearer tokens: a node's (agents, supervisors) or an admin's.", no_args_is_help=True)
     app.add_typer(db_app, name="db")
     app.add_typer(token_app, name="token")
+    incident_app = typer.Typer(help="Incidents: confirm or correct their diagnoses.", no_args_is_help=True)
+    corpus_app = typer.Typer(help="The labelled failure corpus, from incidents on-call labelled.", no_args_is_help=True)
+    app.add_typer(incident_app, name="incident")
+    app.add_typer(corpus_app, name="corpus")
+    incident_app.command("label")(incident_label)
+    corpus_app.command("export")(corpus_export)
     app.command("server")(server)
     db_app.command("upgrade")(db_upgrade)
     db_app.command("downgrade")(db_downgrade)
@@ -213,6 +275,12 @@ def _cli_actor() -> str:
         return f"cli {getpass.getuser()}"
     except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)
         return "cli ?"
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
 
 
 def _sessions(config: Path | None, data_dir: Path | None, database_url: str | None) -> sessionmaker[Session]:

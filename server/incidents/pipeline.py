@@ -40,6 +40,7 @@ log = logging.getLogger("gpuwatch.server.incidents")
 
 KERNEL_STREAM = "kernel"
 EVENTS_SOURCE = "nvml-events"
+EXIT_SOURCE = "exit status"
 MAX_LINES_PER_STREAM = 200_000
 LOOKBACK = timedelta(minutes=5)  # evidence this long before an incident without a run opened
 
@@ -205,42 +206,58 @@ def diagnose_incident(ctx: IncidentContext, incident_id: int, streams: Sequence[
         assert incident is not None and incident.node_id is not None
         node = session.get(Node, incident.node_id)
         assert node is not None
-        run = session.get(Run, incident.run_id) if incident.run_id is not None else None
-        # A run's evidence is what was logged while it ran. Read from before its start, the node's kernel
-        # log would blame it for an earlier attempt's Xid (and a log file shared by attempts for their
-        # errors). Not only the last minutes before the failure either: a hang surfaces as NCCL timeouts
-        # the watchdog's timeout (often 30 min) after the Xid that caused it. An incident without a run
-        # reads LOOKBACK before it opened: the lines that opened it.
-        since = run.started_at if run is not None else incident.opened_at - LOOKBACK
-        sources = []
-        times: dict[str, list[float]] = {}  # each source's line times, for the evidence's timestamps
-        for s in [*streams, StreamExit(KERNEL_STREAM, None, None, None)]:
-            rows = _stream_lines(session, node.id, s.stream, since)
-            lines, times[s.stream] = [text for text, _ in rows], [ts.timestamp() for _, ts in rows]
-            if lines or s.exit_code or s.signal:
-                sources.append(
-                    LogSource(
-                        file=s.stream,
-                        lines=lines,
-                        node=node.name,
-                        rank=s.rank,
-                        exit_code=s.exit_code,
-                        signal=s.signal,
-                    )
-                )
-        if run is not None and not any(s.exit_code or s.signal for s in streams):  # the run's own status
-            sources.append(
-                LogSource(file="exit status", lines=[], node=node.name, exit_code=run.exit_code, signal=run.signal)
-            )
-        xid_rows = _xid_event_lines(session, node.id, since)
-        if xid_rows:
-            lines, times[EVENTS_SOURCE] = [text for text, _ in xid_rows], [ts.timestamp() for _, ts in xid_rows]
-            sources.append(LogSource(file=EVENTS_SOURCE, lines=lines, node=node.name))
+        sources, times = incident_sources(session, incident, streams)
         node_name = node.name
     result = diagnose(sources, llm=_llm(ctx.settings.llm))
     if result.node is None:
         result = replace(result, node=node_name)
     return result if _store(ctx, incident_id, result, times) else None
+
+
+def incident_sources(
+    session: Session, incident: Incident, streams: Sequence[StreamExit] | None = None
+) -> tuple[list[LogSource], dict[str, list[float]]]:
+    """What the incident is diagnosed from, read from the database: the run's streams (``streams``, by
+    default those stored with the incident) with how each process ended, the node's kernel log and its
+    Xid events; and each source's line times (for the evidence's timestamps). `gpuwatch corpus export`
+    reads a labelled incident's logs through this too, so a case holds what the diagnosis saw."""
+    if streams is None:
+        streams = [StreamExit(*s) for s in (incident.inputs or {}).get("streams") or []]
+    node = session.get(Node, incident.node_id) if incident.node_id is not None else None
+    if node is None:
+        return [], {}
+    run = session.get(Run, incident.run_id) if incident.run_id is not None else None
+    # A run's evidence is what was logged while it ran. Read from before its start, the node's kernel
+    # log would blame it for an earlier attempt's Xid (and a log file shared by attempts for their
+    # errors). Not only the last minutes before the failure either: a hang surfaces as NCCL timeouts
+    # the watchdog's timeout (often 30 min) after the Xid that caused it. An incident without a run
+    # reads LOOKBACK before it opened: the lines that opened it.
+    since = run.started_at if run is not None else incident.opened_at - LOOKBACK
+    sources = []
+    times: dict[str, list[float]] = {}  # each source's line times, for the evidence's timestamps
+    for s in [*streams, StreamExit(KERNEL_STREAM, None, None, None)]:
+        rows = _stream_lines(session, node.id, s.stream, since)
+        lines, times[s.stream] = [text for text, _ in rows], [ts.timestamp() for _, ts in rows]
+        if lines or s.exit_code or s.signal:
+            sources.append(
+                LogSource(
+                    file=s.stream,
+                    lines=lines,
+                    node=node.name,
+                    rank=s.rank,
+                    exit_code=s.exit_code,
+                    signal=s.signal,
+                )
+            )
+    if run is not None and not any(s.exit_code or s.signal for s in streams):  # the run's own status
+        sources.append(
+            LogSource(file=EXIT_SOURCE, lines=[], node=node.name, exit_code=run.exit_code, signal=run.signal)
+        )
+    xid_rows = _xid_event_lines(session, node.id, since)
+    if xid_rows:
+        lines, times[EVENTS_SOURCE] = [text for text, _ in xid_rows], [ts.timestamp() for _, ts in xid_rows]
+        sources.append(LogSource(file=EVENTS_SOURCE, lines=lines, node=node.name))
+    return sources, times
 
 
 def _stream_lines(session: Session, node_id: int, stream: str, since: datetime) -> list[tuple[str, datetime]]:
