@@ -83,6 +83,60 @@ def diagnose(
         typer.echo(f"  {e.file}:{e.line}: {e.text}")
 
 
+rules_app = typer.Typer(help="Diagnosis rules: learn new ones from labelled cases.", no_args_is_help=True)
+app.add_typer(rules_app, name="rules")
+#: The labelled corpus of this checkout (tests/data/failures), the default `--corpus`.
+DEFAULT_CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "failures"
+
+
+@rules_app.command("suggest")
+def rules_suggest(
+    corpus: Annotated[
+        list[Path] | None,
+        typer.Option(help="a corpus directory (repeatable); default: tests/data/failures", file_okay=False),
+    ] = None,
+    rules_dir: Annotated[
+        Path | None, typer.Option(help="the user rules directory (*.toml)", envvar="GPUWATCH_RULES_DIR")
+    ] = None,
+    write: Annotated[bool, typer.Option("--write", help="write each accepted rule into --rules-dir")] = False,
+) -> None:
+    """Propose rules for the corpus cases the rules get wrong (incidents on-call labelled, from
+    `gpuwatch corpus export`): templates of their error lines, each checked against the whole corpus. A
+    rule is accepted only if it makes its cases right and changes no other case's answer; --write puts
+    the accepted ones into the user rules directory. Exits 1 when a cluster of cases was refused."""
+    from gpuwatch.diagnosis.corpus import load_corpus
+    from gpuwatch.diagnosis.suggest import MAX_TRIES, suggest, write_rule
+
+    corpora = corpus or [DEFAULT_CORPUS]
+    for path in corpora:
+        if not path.is_dir():
+            raise typer.BadParameter(f"--corpus {path}: no such directory")
+    if write and rules_dir is None:
+        raise typer.BadParameter("--write needs --rules-dir DIR (or GPUWATCH_RULES_DIR)")
+    cases = load_corpus(corpora)
+    result = suggest(cases, rules_dir)
+    typer.echo(f"{len(cases)} cases, {len(result.wrong)} diagnosed otherwise than labelled")
+    for name, (want, got) in sorted(result.wrong.items()):
+        typer.echo(f"  {name}: labelled {want}, the rules say {got}")
+    for p in result.proposals:
+        typer.echo("")
+        if not p.rule:
+            typer.echo(f"{p.reason}: no rule: no error-looking line to learn from in {', '.join(p.cluster)}")
+            continue
+        typer.echo(p.toml().rstrip())
+        if p.accepted:
+            where = f"written to {write_rule(rules_dir, p)}" if write and rules_dir is not None else "not written"
+            typer.echo(f"# accepted: makes {', '.join(p.cluster)} {p.reason}, changes no other case; {where}")
+            continue
+        typer.echo(f"# refused; no other template of these cases did better (up to {MAX_TRIES} tried). This one:")
+        for name in p.missed:
+            typer.echo(f"#   {name} would still not be {p.reason}")
+        for name, (was, now) in sorted(p.changed.items()):
+            typer.echo(f"#   {name} would change: {was} -> {now}")
+    if result.refused:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     for plugin in entry_points(group="gpuwatch.commands"):
         plugin.load()(app)
