@@ -397,7 +397,8 @@ class Supervisor:
             for s, lines in self._lines.items()
             if s.startswith(f"run/{key}/")
         ]
-        diagnosis = diagnose(sources)
+        rules_dir = self.settings.rules_dir
+        diagnosis = diagnose(sources, rules_dir=str(rules_dir) if rules_dir else None)
         config = policy_config(self.settings.recovery, self.options.policy)
         decision = decide(
             diagnosis.reason,

@@ -212,6 +212,10 @@ class Settings(BaseSettings):
 
     data_dir: Path = Field(default_factory=_default_data_dir, description="where SQLite and spools live")
     log_level: str = "INFO"
+    rules_dir: Path | None = Field(
+        default=None,
+        description="user diagnosis rules (*.toml), loaded after the shipped ones; read again when they change",
+    )
     server: ServerSettings = Field(default_factory=ServerSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     recovery: PolicyConfig = Field(default_factory=PolicyConfig, description="defaults; a job may override them")

@@ -122,8 +122,30 @@ class Candidate:
     specific: bool = True  # False for an exception classified only by its type, with no message
 
 
-@lru_cache(maxsize=4)
 def _ruleset(user_dir: str | None) -> RuleSet:
+    """The rules, with the user's directory as it is now: a rules file written or changed there (say by
+    `gpuwatch rules suggest --write`) is read at the next diagnosis, by a server that is running too."""
+    return _compiled(user_dir, _dir_state(user_dir))
+
+
+def _dir_state(user_dir: str | None) -> tuple[tuple[str, int, int], ...]:
+    """What tells one state of a rules directory from another: its *.toml files' names, sizes, mtimes."""
+    if not user_dir:
+        return ()
+    from pathlib import Path
+
+    state = []
+    for path in sorted(Path(user_dir).glob("*.toml")):
+        try:
+            st = path.stat()
+        except OSError:  # removed meanwhile
+            continue
+        state.append((path.name, st.st_size, st.st_mtime_ns))
+    return tuple(state)
+
+
+@lru_cache(maxsize=8)
+def _compiled(user_dir: str | None, _state: tuple[tuple[str, int, int], ...]) -> RuleSet:
     from pathlib import Path
 
     return RuleSet(

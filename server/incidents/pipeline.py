@@ -208,7 +208,8 @@ def diagnose_incident(ctx: IncidentContext, incident_id: int, streams: Sequence[
         assert node is not None
         sources, times = incident_sources(session, incident, streams)
         node_name = node.name
-    result = diagnose(sources, llm=_llm(ctx.settings.llm))
+    rules_dir = ctx.settings.rules_dir
+    result = diagnose(sources, llm=_llm(ctx.settings.llm), rules_dir=str(rules_dir) if rules_dir else None)
     if result.node is None:
         result = replace(result, node=node_name)
     return result if _store(ctx, incident_id, result, times) else None
