@@ -7,7 +7,11 @@ A model state of ``--gib`` GiB (float32 tensors of 256 MiB, on the GPU with ``--
 - async: ``AsyncCheckpointer.save`` (copy into reused host buffers), then, while the background thread
   writes (torch.save, fsync, manifest), a loop of small matmul "training steps" that timestamps each
   step: how many ran during the write and the longest gap between two of them, against the same loop
-  with nothing in the background.
+  with nothing in the background;
+- validate: how long ``gpuwatch.recovery.checkpoints.validate`` takes on the synchronous file and on
+  the AsyncCheckpointer's directory (median of 20), and on a file of ``--members`` small tensors (the
+  content checks read one local header per zip member, so their cost grows with the tensor count, not
+  the bytes).
 
     .venv/bin/python bench/checkpoint.py [--gib 1] [--saves 5] [--dir /tmp] [--cuda]
 """
@@ -31,6 +35,7 @@ os.environ.setdefault("GPUWATCH_AGENT_URL", "http://127.0.0.1:9")  # no agent: r
 import torch  # noqa: E402
 
 from gpuwatch.client import AsyncCheckpointer  # noqa: E402
+from gpuwatch.recovery.checkpoints import Checkpoint, validate  # noqa: E402
 
 TENSOR_ELEMS = 64 * 1024 * 1024  # 256 MiB of float32
 
@@ -59,6 +64,16 @@ def steps_while(busy: object, a: torch.Tensor, b: torch.Tensor, min_steps: int =
     return stamps
 
 
+def validate_s(path: Path, runs: int = 20) -> float:
+    """Median time of one validate() of ``path`` (which must be valid)."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        assert isinstance(validate(path, 1), Checkpoint)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def gaps(stamps: list[float]) -> list[float]:
     return [t1 - t0 for t0, t1 in itertools.pairwise(stamps)]
 
@@ -69,6 +84,7 @@ def main() -> None:
     parser.add_argument("--saves", type=int, default=5)
     parser.add_argument("--dir", default=tempfile.gettempdir())
     parser.add_argument("--cuda", action="store_true", help="state on the GPU (pinned host buffers)")
+    parser.add_argument("--members", type=int, default=2000, help="tensors in the many-tensor validate case")
     args = parser.parse_args()
     device = "cuda" if args.cuda else "cpu"
 
@@ -83,7 +99,12 @@ def main() -> None:
         for i in range(args.saves):
             path = Path(tmp) / f"sync_{i}.pt"
             sync_blocking.append(sync_save(state, path))
-            path.unlink()
+            if i < args.saves - 1:
+                path.unlink()
+        checked = {"torch.save file": validate_s(path)}
+        many = Path(tmp) / "many.pt"
+        torch.save({f"t{i}": torch.randn(1024) for i in range(args.members)}, many)
+        checked[f"torch.save file, {args.members} tensors"] = validate_s(many)
 
         idle = gaps(steps_while(lambda: False, a, b, min_steps=2000))
         ckpt = AsyncCheckpointer(Path(tmp) / "async", keep=1)
@@ -100,6 +121,9 @@ def main() -> None:
             longest.append(max(gaps(stamps), default=0.0))
             busy_gaps.extend(gaps(stamps))
         ckpt.close()
+        last = ckpt.wait()
+        assert last is not None
+        checked["AsyncCheckpointer directory"] = validate_s(last)
 
     sync_med, async_med = statistics.median(sync_blocking), statistics.median(async_blocking)
     print(f"# {platform.node()} ({os.cpu_count()} CPUs), {platform.python_version()}, torch {torch.__version__}")
@@ -123,6 +147,11 @@ def main() -> None:
         f"during writes: median step {statistics.median(busy_gaps or [0.0]) * 1e3:.2f} ms, "
         f"longest gap per save: {', '.join(f'{g * 1e3:.0f} ms' for g in longest)}"
     )
+    print()
+    print("| validate() | median |")
+    print("|---|---|")
+    for what, took in checked.items():
+        print(f"| {what} | {took * 1e3:.2f} ms |")
 
 
 if __name__ == "__main__":

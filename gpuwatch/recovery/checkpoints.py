@@ -5,8 +5,14 @@ again (`checkpoint_load_error`) or, worse, loads garbage. So a checkpoint counts
 is complete, by what its writer does last:
 
 - a single file (`step_000120.pt`, `model_120.safetensors`): torch.save writes a zip archive whose
-  end-of-central-directory record comes last, so a truncated one has none; a safetensors file's JSON
-  header says exactly how many data bytes follow. Other formats: non-zero size only.
+  end-of-central-directory record comes last, so a truncated one has none, and every member the
+  central directory lists must start with its local header and end before the directory (a block
+  lost in a crash reads back as zeros); the archive's pickle (`data.pkl`, small) is read whole, its
+  CRC checked and it must end with the pickle STOP. A file named like a torch checkpoint (`.pt`,
+  `.pth`, `.ckpt`) must be such an archive or a pickle: torch's legacy format (a run of pickles, then
+  every storage behind an 8-byte count) must hold exactly the bytes its pickles name, another pickle
+  (also `.pkl`) must end with STOP. A safetensors file's JSON header says exactly how many data bytes
+  follow. Other formats: non-zero size only (raw bytes can start like anything).
 - a directory of shards: gpuwatch's manifest (`gpuwatch-manifest.json`, written last by
   `write_manifest`: every listed file must have exactly its listed size); torch.distributed.checkpoint's
   `.metadata` (written after every rank's shard; every byte range it points at must be there); a
@@ -14,9 +20,12 @@ is complete, by what its writer does last:
   (`latest_checkpointed_iteration.txt`) write in the parent after a save, which vouches for that step
   and every earlier one. Without a manifest, every file must be non-zero.
 
-Every file that starts like a zip archive must be a complete one, and every `.safetensors` file must
-match its header, whatever the layout. A candidate modified less than `settle_s` ago is stat'ed again
-after the rest of that time and must not have changed (clock and wait are injectable).
+Every file's content is checked that way whatever the layout (marker, tracker, manifest): a marker
+vouches only that the writer finished, not that every byte reached the disk. None of it reads a
+tensor's bytes, so the cost is a few small reads per file (bench/checkpoint.py reports it).
+
+A candidate modified less than `settle_s` ago is stat'ed again after the rest of that time and must
+not have changed (clock and wait are injectable).
 
 `.metadata` is a pickle written by the job; it is read with an unpickler that builds inert stand-ins
 and imports nothing, so reading a user's checkpoint never runs the user's code in the server, and the
@@ -41,7 +50,7 @@ import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +73,18 @@ Wait = Callable[[float], None]
 Patterns = Sequence[str | re.Pattern[str]]
 
 _ZIP_MAGIC = b"PK\x03\x04"
+_ZIP_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, (fixed fields), name length, extra length
+_PICKLE_PROTO = 0x80
+_PICKLE_STOP = b"."
+_TORCH_SUFFIXES = frozenset({".pt", ".pth", ".ckpt"})
+_PICKLE_SUFFIXES = frozenset({".pkl", ".pickle"})
+_TORCH_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C  # the first pickle of torch's pre-1.6 format
+#: Bytes per element of the storage types torch's legacy format names (persistent ids).
+_STORAGE_BYTES = {
+    "DoubleStorage": 8, "FloatStorage": 4, "HalfStorage": 2, "BFloat16Storage": 2, "LongStorage": 8,
+    "IntStorage": 4, "ShortStorage": 2, "CharStorage": 1, "ByteStorage": 1, "BoolStorage": 1,
+    "ComplexDoubleStorage": 16, "ComplexFloatStorage": 8, "UntypedStorage": 1,
+}  # fmt: skip
 _MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024  # the format's own limit
 _MAX_DCP_METADATA = 1 << 30
 
@@ -344,20 +365,93 @@ def _read_manifest(path: Path, step: int | None) -> tuple[int | None, dict[str, 
 
 
 def _check_content(path: Path, size: int) -> str:
-    """Format checks that read only a header or a trailer; returns the file's layout."""
+    """Format checks that read headers, directories and pickles, never tensor data; returns the layout."""
     if path.suffix == ".safetensors":
         _check_safetensors(path, size)
         return "safetensors"
     with open(path, "rb") as f:
         magic = f.read(4)
-    if magic != _ZIP_MAGIC:
-        return "file"
+    if magic == _ZIP_MAGIC:
+        return _check_zip(path)
+    named = path.suffix in _TORCH_SUFFIXES or path.suffix in _PICKLE_SUFFIXES  # raw data may start 0x80
+    if named and magic[:1] == bytes([_PICKLE_PROTO]):
+        return _check_pickle(path, size)
+    if path.suffix in _TORCH_SUFFIXES:
+        raise _Invalid(
+            f"{path.name} is neither a torch zip archive nor a pickle (it starts with {magic.hex(' ')}): "
+            "the save did not reach the disk"
+        )
+    return "file"
+
+
+def _check_zip(path: Path) -> str:
     try:
         with zipfile.ZipFile(path) as archive:  # reads only the end record and the central directory
-            names = archive.namelist()
-    except zipfile.BadZipFile as e:
+            members = archive.infolist()
+            directory_at = archive.start_dir  # type: ignore[attr-defined]  # where the central directory begins
+            with open(path, "rb") as f:
+                for info in members:
+                    f.seek(info.header_offset)
+                    raw = f.read(_ZIP_LOCAL_HEADER.size)
+                    if len(raw) < _ZIP_LOCAL_HEADER.size:
+                        raise zipfile.BadZipFile(f"{info.filename}: local header past the end")
+                    signature, name_len, extra_len = _ZIP_LOCAL_HEADER.unpack(raw)
+                    end = info.header_offset + _ZIP_LOCAL_HEADER.size + name_len + extra_len + info.compress_size
+                    if signature != _ZIP_MAGIC or end > directory_at:
+                        raise zipfile.BadZipFile(f"{info.filename}: no local header where the directory says")
+            pickles = [m for m in members if m.filename.endswith("data.pkl")]
+            for info in pickles:
+                data = archive.read(info)  # checks its CRC; the tensors' bytes are other members
+                if not data.endswith(_PICKLE_STOP):
+                    raise zipfile.BadZipFile(f"{info.filename} does not end with a pickle STOP")
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as e:
         raise _Invalid(f"{path.name} is a truncated or corrupt zip archive ({e}): the save did not finish") from None
-    return "torch" if any(n.endswith("data.pkl") for n in names) else "zip"
+    return "torch" if pickles else "zip"
+
+
+def _check_pickle(path: Path, size: int) -> str:
+    """torch's legacy format must hold exactly the storages its pickles name; any other pickle must end
+    with STOP (a pickle's last opcode)."""
+    with open(path, "rb") as f:
+        try:  # the magic number is a pickle of a few bytes: never load a whole user pickle here
+            first = _InertUnpickler(io.BytesIO(f.read(64))).load()
+        except Exception:  # not a small first pickle
+            first = None
+        if first != _TORCH_LEGACY_MAGIC:
+            f.seek(size - 1)
+            if f.read(1) != _PICKLE_STOP:
+                raise _Invalid(f"{path.name} is a pickle cut short (no STOP at its end): the save did not finish")
+            return "pickle"
+        f.seek(0)
+        _InertUnpickler(f).load()  # past the magic number
+        try:
+            expected = _legacy_torch_size(f)
+        except Exception as e:  # anything the unpickler meets in a damaged file
+            raise _Invalid(f"{path.name}: unreadable torch pickle ({type(e).__name__}: {e})") from None
+    if expected is not None and expected != size:
+        raise _Invalid(f"{path.name}: its pickles name {expected} bytes of storages, the file has {size}")
+    return "torch"
+
+
+def _legacy_torch_size(f: IO[bytes]) -> int | None:
+    """The size torch's legacy format must have, read after its magic number; None for a storage type
+    this reader does not know (then the pickles alone were checked)."""
+    unpickler = _InertUnpickler(f)
+    unpickler.load()  # protocol version
+    unpickler.load()  # sys info
+    ids: dict[str, int | None] = {}
+    unpickler.persistent_ids = ids
+    unpickler.load()  # the object, its storages as persistent ids
+    keys = unpickler.load()
+    if not isinstance(keys, list):
+        raise ValueError("the storage keys are not a list")
+    at = f.tell()
+    for key in keys:
+        nbytes = ids.get(str(key))
+        if nbytes is None:
+            return None
+        at += 8 + nbytes
+    return at
 
 
 def _check_safetensors(path: Path, size: int) -> None:
@@ -531,8 +625,18 @@ class _InertUnpickler(pickle.Unpickler):
             return safe
         return type(name, (_Inert,), {"__slots__": ()})
 
+    #: Set to collect torch's legacy storage ids (key → bytes, None when unknown); else refused.
+    persistent_ids: dict[str, int | None] | None = None
+
     def persistent_load(self, pid: Any) -> Any:
-        raise pickle.UnpicklingError("persistent ids are not part of checkpoint metadata")
+        if self.persistent_ids is None:
+            raise pickle.UnpicklingError("persistent ids are not part of checkpoint metadata")
+        if not isinstance(pid, tuple) or len(pid) < 5 or pid[0] != "storage":
+            raise pickle.UnpicklingError(f"not a torch storage id: {pid!r}"[:200])
+        kind, key, numel = pid[1], pid[2], pid[4]
+        per = _STORAGE_BYTES.get(getattr(kind, "__name__", ""))
+        self.persistent_ids[str(key)] = per * numel if per is not None and isinstance(numel, int) else None
+        return _Inert()
 
 
 def _dcp_extents(raw: bytes) -> dict[str, int] | None:

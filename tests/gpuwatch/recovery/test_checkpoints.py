@@ -11,6 +11,7 @@ import os
 import pickle
 import struct
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -65,10 +66,21 @@ def _dcp_save(torch: ModuleType, directory: Path, step: int) -> Path:
 
 
 def _shards(directory: Path, sizes: dict[str, int]) -> Path:
+    """Files of about these sizes; those named like torch checkpoints are pickles, as torch's would be."""
     for rel, size in sizes.items():
         (directory / rel).parent.mkdir(parents=True, exist_ok=True)
-        (directory / rel).write_bytes(os.urandom(size))
+        data = _pickle_of_size(size) if Path(rel).suffix in (".pt", ".pth") else os.urandom(size)
+        (directory / rel).write_bytes(data)
     return directory
+
+
+def _pickle_of_size(size: int) -> bytes:
+    """A pickle of random bytes that is exactly ``size`` bytes long."""
+    payload = size
+    while (data := pickle.dumps(os.urandom(payload))) and len(data) > size:
+        payload -= len(data) - size
+    assert len(data) == size, (size, len(data))
+    return data
 
 
 def _cut_in_half(path: Path) -> None:
@@ -193,9 +205,64 @@ def test_safetensors_must_fit_its_header_exactly(tmp_path: Path) -> None:
 
 
 def test_other_file_formats_need_only_a_non_zero_size(tmp_path: Path) -> None:
-    (tmp_path / "checkpoint-1.bin").write_bytes(b"\x80\x02legacy pickle")
+    (tmp_path / "checkpoint-1.bin").write_bytes(b"raw weights of some format")
     result = validate(tmp_path / "checkpoint-1.bin")
     assert isinstance(result, Checkpoint) and (result.step, result.layout) == (1, "file")
+
+
+def test_torch_legacy_format_and_plain_pickles_are_checked_to_their_last_byte(
+    torch: ModuleType, tmp_path: Path
+) -> None:
+    legacy = tmp_path / "step_1.pt"
+    state = {"w": torch.randn(300), "n": torch.arange(7), "h": torch.zeros(5, dtype=torch.bfloat16)}
+    torch.save(state, legacy, _use_new_zipfile_serialization=False)
+    plain = tmp_path / "step_2.pth"
+    plain.write_bytes(pickle.dumps({"step": 2, "weights": list(range(500))}))
+    assert [validate(p).layout for p in (legacy, plain)] == ["torch", "pickle"]  # type: ignore[union-attr]
+
+    size = legacy.stat().st_size
+    os.truncate(legacy, size - 8)  # the last storage lost its tail
+    _cut_in_half(plain)
+
+    assert validate(legacy) == Skipped(
+        legacy, 1, f"step_1.pt: its pickles name {size} bytes of storages, the file has {size - 8}"
+    )
+    assert validate(plain) == Skipped(
+        plain, 2, "step_2.pth is a pickle cut short (no STOP at its end): the save did not finish"
+    )
+
+
+def _zero(path: Path, start: int, length: int) -> None:
+    """Blocks a crash lost: the file keeps its size, those bytes read back as zeros."""
+    with open(path, "r+b") as f:
+        f.seek(start)
+        f.write(bytes(length))
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (_cut_in_half, "state.pt is a truncated or corrupt zip archive"),
+        (
+            lambda p: _zero(p, 0, 4096),
+            "state.pt is neither a torch zip archive nor a pickle (it starts with 00 00 00 00)",
+        ),
+        (lambda p: _zero(p, 64, p.stat().st_size // 2), "no local header where the directory says"),
+    ],
+    ids=["cut-in-half", "first-block-lost", "middle-blocks-lost"],
+)
+def test_a_half_written_marker_checkpoint_is_skipped_and_the_previous_one_chosen(
+    torch: ModuleType, tmp_path: Path, damage: Callable[[Path], None], why: str
+) -> None:
+    for step in (10, 20):
+        _torch_save(torch, tmp_path / f"step_{step}" / "state.pt", step, numel=50_000)
+        (tmp_path / f"step_{step}" / "COMPLETE").touch()  # the marker says done: the bytes say otherwise
+    damage(tmp_path / "step_20" / "state.pt")
+
+    best, skipped = latest_valid(tmp_path)
+
+    assert best is not None and (best.step, best.layout) == (10, "marker")
+    assert why in _only(skipped).why
 
 
 # --- torch.distributed.checkpoint --------------------------------------------------------------------
@@ -345,7 +412,7 @@ def test_a_reported_path_without_a_number_takes_the_manifest_step(tmp_path: Path
 def test_marker_directory_needs_the_marker_and_every_file_non_empty(torch: ModuleType, tmp_path: Path) -> None:
     for step in (1, 2, 3, 4):
         d = tmp_path / f"checkpoint-{step}"
-        _shards(d, {"optimizer.pt": 100, "scheduler.pt": 10})
+        _shards(d, {"optimizer.pt": 100, "scheduler.pt": 60})
         _torch_save(torch, d / "pytorch_model.bin", step)
         (d / ".complete").touch()  # markers themselves may be empty
     (tmp_path / "checkpoint-4" / ".complete").unlink()  # crashed before the marker
