@@ -123,6 +123,7 @@ class Supervisor:
         self._unspooled = Pending(settings.agent.pending_max_bytes)  # lines not yet on disk (spool thread's)
         self._spooling = threading.Lock()
         self.checkpoint_log = home / "checkpoints.jsonl"
+        self.skipped_checkpoints = SkippedCheckpoints(home / "skipped-checkpoints.jsonl")
         self.history: list[Attempt] = []
         self._local_restart: str | None = None  # the key of the attempt this supervisor decided to restart
         self.clock: Callable[[], float] = time.time  # the node's clock, which the lines are stamped with
@@ -134,6 +135,7 @@ class Supervisor:
         self._pending: list[LogLine] = []
         self._seq: dict[str, int] = {}  # per stream; streams are unique per run key, so no saved state
         self._lock = threading.Lock()
+        self._resumed_from: str | None = None  # the checkpoint the running attempt started from
 
     # -- the attempt loop -------------------------------------------------------------------------
 
@@ -165,6 +167,7 @@ class Supervisor:
                 started = self.client.start_run(start.model_copy(update={"started_at": None}))
                 run_id = None if isinstance(started, Unanswered) else started.id
                 began = time.monotonic()
+                self._resumed_from = str(checkpoint.path) if checkpoint else None
                 result = self._launch(key, checkpoint, exclude, run_id)
                 took = time.monotonic() - began
                 log.info("attempt %s ended after %.1fs: exit %s signal %s", key, took, result.code, result.signal)
@@ -179,6 +182,8 @@ class Supervisor:
                     log.warning("%s restarts %s: %s", self.options.executor, self.options.job, decision.why)
                     return _status(result)
                 log.warning("restarting %s: %s", self.options.job, decision.why)
+                if decision.skip_checkpoint:
+                    self.skipped_checkpoints.add(decision.skip_checkpoint)
                 if self.stop.wait(decision.delay_s):
                     return _status(result)
                 restart_of, exclude = key, decision.exclude_nodes
@@ -197,18 +202,22 @@ class Supervisor:
             alive.close()
 
     def latest_checkpoint(self) -> Checkpoint | None:
-        """The newest valid checkpoint: reported by the job (checkpoint_saved) or found in the directory."""
+        """The newest valid checkpoint: reported by the job (checkpoint_saved) or found in the directory;
+        never one a decision said to skip (it failed to load)."""
         found: list[Checkpoint] = []
+        skip = self.skipped_checkpoints.paths()
         if self.checkpoint_log.exists():
             reported = [json.loads(line) for line in self.checkpoint_log.read_text().splitlines() if line.strip()]
             for entry in sorted(reported, key=lambda e: e.get("step", -1), reverse=True):
+                if _resolved(entry["path"]) in skip:
+                    continue
                 checked = validate(Path(entry["path"]), entry.get("step"))
                 if isinstance(checked, Checkpoint):
                     found.append(checked)
                     break
                 log.warning("skipping checkpoint %s: %s", checked.path, checked.why)
         if self.options.checkpoint_dir is not None:
-            newest, skipped = latest_valid(self.options.checkpoint_dir)
+            newest, skipped = latest_valid(self.options.checkpoint_dir, exclude=skip)
             for s in skipped:
                 log.warning("skipping checkpoint %s: %s", s.path, s.why)
             if newest is not None:
@@ -410,6 +419,7 @@ class Supervisor:
             checkpoint_step=checkpoint.step if checkpoint else None,
             restart_nodes=(self.settings.agent.node,) if self.options.executor == "local" else None,
             stopped=stopped,
+            resumed_from=self._resumed_from,
         )
         if stopped:
             log.warning("told to stop: %s (%s)", decision.outcome, decision.why)
@@ -469,6 +479,34 @@ def _live(body: RunExit) -> RunExit:
     """The exit as sent now: the server stamps it with its own clock (the node's times are for a replay)."""
     local = body.local and body.local.model_copy(update={"decided_at": None})
     return body.model_copy(update={"ended_at": None, "local": local})
+
+
+class SkippedCheckpoints:
+    """Checkpoints a decision said never to resume from again (they failed to load), kept on disk so a
+    supervisor started again for the job (a Slurm requeue) skips them too; the server keeps them in the
+    decision's record."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def add(self, checkpoint: str) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps({"path": _resolved(checkpoint), "at": time.time()}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def paths(self) -> set[str]:
+        if not self.path.exists():
+            return set()
+        found = set()
+        for line in self.path.read_text().splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                found.add(str(json.loads(line)["path"]))
+        return found
+
+
+def _resolved(path: str | Path) -> str:
+    return str(Path(path).resolve())
 
 
 def _status(result: Exit) -> int:

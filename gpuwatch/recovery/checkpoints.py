@@ -47,7 +47,7 @@ import re
 import struct
 import time
 import zipfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -182,14 +182,20 @@ def latest_valid(
     settle_s: float = 0.0,
     clock: Clock = time.time,
     wait: Wait = time.sleep,
+    exclude: Collection[str | Path] = (),
 ) -> tuple[Checkpoint | None, list[Skipped]]:
     """The newest valid checkpoint in `directory` and the newer ones skipped on the way to it.
 
     Validates newest first and stops at the first valid one, so hundreds of old checkpoints cost one
-    directory listing.
+    directory listing. `exclude`: checkpoints never to choose (a recovery decision's `skip_checkpoint`:
+    it passed these checks and still failed to load).
     """
     skipped: list[Skipped] = []
+    excluded = {str(Path(p).resolve()) for p in exclude}
     for step, path in _candidates(Path(directory), patterns):
+        if excluded and str(path.resolve()) in excluded:
+            skipped.append(Skipped(path, step, "it failed to load before: the recovery decision skips it"))
+            continue
         result = validate(path, step, patterns=patterns, markers=markers, settle_s=settle_s, clock=clock, wait=wait)
         if isinstance(result, Checkpoint):
             return result, skipped

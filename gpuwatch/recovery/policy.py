@@ -9,6 +9,11 @@ the contract; tests/gpuwatch/recovery/test_recovery_policy.py pins it):
 1. exit status 93: the job asked not to be restarted, whatever the reason.
 2. the action is `notify` (the taxonomy's, or the job's override), or this is a second `unknown` in a
    row: the failure needs a person, so the owner hears that and not some limit it would have hit.
+   Except a run that failed to load the checkpoint it resumed from (`checkpoint_load_error`, no override):
+   it is restarted from the previous valid checkpoint, skipping that one (`skip_checkpoint`), once; when
+   the run resumed from that fallback fails to load too, the owner is told (`checkpoint_fallback_failed`).
+   A checkpoint that passes every content check can still fail to load (a half-synced tensor, a model
+   changed since), and the previous one costs only the steps between them.
 3. the cluster-wide pause switch.
 4. `max_restarts` restarts in the job's lifetime.
 5. `max_in_window` restarts within the last `window_s`.
@@ -44,7 +49,8 @@ from gpuwatch.taxonomy import NO_RESTART_EXIT_CODE, REASONS
 ACTIONS = ("restart", "restart_exclude_node", "notify")
 
 #: Which rule decided (`Decision.rule`), grouped by outcome as the metrics label them.
-_NOTIFY_RULES = frozenset({"exit_93", "notify", "unknown_repeated"})
+_NOTIFY_RULES = frozenset({"exit_93", "notify", "unknown_repeated", "checkpoint_fallback_failed"})
+FALLBACK_REASON = "checkpoint_load_error"
 _STOP_RULES = frozenset({"stopped", "paused", "max_restarts", "max_in_window", "crash_loop", "no_progress", "no_node"})
 
 
@@ -63,6 +69,7 @@ class Attempt:
     restarted: bool
     checkpoint_step: int | None = None  # the latest valid checkpoint when it failed
     excluded: tuple[str, ...] = ()  # nodes its restart excluded
+    skip_checkpoint: str | None = None  # the checkpoint its restart fell back from
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Attempt:
@@ -73,6 +80,7 @@ class Attempt:
             restarted=bool(data["restart"]),
             checkpoint_step=data.get("checkpoint_step"),
             excluded=tuple(data.get("exclude_nodes") or ()) if data.get("restart") else (),
+            skip_checkpoint=data.get("skip_checkpoint") or None,
         )
 
 
@@ -136,6 +144,7 @@ class Decision:
     checkpoint_step: int | None
     node: str | None
     at: float
+    skip_checkpoint: str | None = None  # resume from the newest valid checkpoint other than this one
 
     @property
     def outcome(self) -> str:
@@ -166,6 +175,7 @@ class Decision:
             checkpoint_step=data.get("checkpoint_step"),
             node=data.get("node"),
             at=float(data["at"]),
+            skip_checkpoint=str(data["skip_checkpoint"]) if data.get("skip_checkpoint") else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -184,6 +194,7 @@ class Decision:
             "checkpoint_step": self.checkpoint_step,
             "node": self.node,
             "at": self.at,
+            "skip_checkpoint": self.skip_checkpoint,
         }
 
 
@@ -198,12 +209,14 @@ def decide(
     checkpoint_step: int | None = None,
     restart_nodes: Sequence[str] | None = None,
     stopped: bool = False,
+    resumed_from: str | None = None,
 ) -> Decision:
     """Decide about one failure of a job. `history`: its earlier failures, oldest first.
     `checkpoint_step`: its latest valid checkpoint now (None: none, or unknown). `restart_nodes`: the
     only nodes its executor can restart it on (the local executor: its own node); None: a scheduler
     places it. `stopped`: its supervisor was told to stop, so the exit is the one asked for, not a
-    failure to recover from."""
+    failure to recover from. `resumed_from`: the checkpoint the failed run was started from (None:
+    from the start)."""
     if reason not in REASONS:
         raise ValueError(f"{reason!r} is not a reason of the taxonomy")
     action = config.action(reason)
@@ -223,7 +236,14 @@ def decide(
         return Decision(reason, action, "stopped", False, 0.0, (), False, why, False, checkpoint_step, node, now)
     if exit_code == NO_RESTART_EXIT_CODE:
         return stop("exit_93", f"exit status {NO_RESTART_EXIT_CODE}: the job asked not to be restarted ({reason})")
-    if action == "notify":
+    fallback = reason == FALLBACK_REASON and reason not in config.overrides and resumed_from is not None
+    if fallback and previous is not None and previous.skip_checkpoint:
+        return stop(
+            "checkpoint_fallback_failed",
+            f"{reason}: {resumed_from} failed to load after falling back from {previous.skip_checkpoint}: "
+            "not falling back again, the owner should look",
+        )
+    if action == "notify" and not fallback:
         source = "this job's override" if reason in config.overrides else "the taxonomy"
         return stop("notify", f"{reason} ({category}) needs a person ({source} says notify): not restarting")
     if reason == "unknown" and "unknown" not in config.overrides and previous and previous.reason == "unknown":
@@ -257,6 +277,8 @@ def decide(
     earlier = {n for a in history if now - a.ended_at < config.exclude_ttl_s for n in a.excluded}
     blamed = node if action == "restart_exclude_node" and node else None
     why = f"{reason} ({category}): restarting from {step_text}"
+    if fallback:
+        why = f"{reason} ({category}): {resumed_from} failed to load: restarting from the checkpoint before it"
     why += f" after {delay:g} s" if delay else " now"
     if streak > 1:
         why += f" (failure {streak} in a row)"
@@ -277,7 +299,7 @@ def decide(
     decision = Decision(
         reason=reason,
         action=action,
-        rule="restart",
+        rule="checkpoint_fallback" if fallback else "restart",
         restart=True,
         delay_s=float(delay),
         exclude_nodes=tuple(sorted(excluded)),
@@ -287,6 +309,7 @@ def decide(
         checkpoint_step=checkpoint_step,
         node=node,
         at=now,
+        skip_checkpoint=resumed_from if fallback else None,
     )
     return _dry(decision) if config.dry_run else decision
 

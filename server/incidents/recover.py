@@ -2,7 +2,9 @@
 
 The decision is `gpuwatch.recovery.decide` — the same function the supervisor calls when the server
 is away — over the job's earlier decisions (its history), the job's policy, the cluster-wide pause
-flag and the latest valid checkpoint the supervisor reported. Every decision is an `actions` row
+flag, the latest valid checkpoint the supervisor reported and the one the failed run resumed from (a
+run that failed to load it falls back to the one before, once: the checkpoint skipped is in the
+decision's params, so the database remembers it across restarts of the server). Every decision is an `actions` row
 (kind `decision`, with who decided), and so is every step taken: `exclude_node` rows for the blamed
 nodes (kept out for `recovery_exclude_ttl_s`, drained or cordoned through the cluster's `executor` or
 the job's scheduler), and a `restart` row. A local job's restart is pending until its supervisor
@@ -105,6 +107,7 @@ def decide_for_run(
             exit_code=run.exit_code,
             checkpoint_step=(checkpoint or {}).get("step"),
             restart_nodes=_local_node(session, job, run),
+            resumed_from=run.resume_from,
         )
         todo = _record(session, ctx, incident, job, run, decision, checkpoint, actor="server")
     _carry_out(ctx, todo)

@@ -270,6 +270,49 @@ def test_truncated_newest_checkpoint_is_skipped(cluster: Cluster, baseline: dict
     _assert_same_params(out, baseline)
 
 
+def test_a_checkpoint_that_fails_to_load_falls_back_to_the_previous_one(
+    cluster: Cluster, baseline: dict[str, torch.Tensor]
+) -> None:
+    proc, ckpt, out = cluster.supervise(
+        "fallback-job", "--fail-at", "12", "--fail", "cuda", "--bad-checkpoint-at", "10", "--step-s", "0"
+    )
+    assert _finish(proc) == 0, proc.output()[-3000:]
+    _assert_same_params(out, baseline)
+    bad, good = ckpt / "step_000010.pt", ckpt / "step_000005.pt"
+    assert [(a["start"], a["resume"]) for a in _attempts(out)] == [("0", ""), ("5", str(good))]  # 10 never loaded
+    runs = sorted(cluster.runs("fallback-job"), key=lambda r: r["id"])
+    assert [r["resume_from"] for r in runs] == [None, str(bad), str(good)]
+    incidents = sorted(cluster.incidents(cluster.job("fallback-job")["id"]), key=lambda i: i["id"])
+    assert [i["diagnosis"]["reason"] for i in incidents] == ["cuda_error", "checkpoint_load_error"]
+    fallback = _decision(incidents[1])
+    assert (fallback["actor"], fallback["params"]["rule"], fallback["params"]["skip_checkpoint"]) == (
+        "server",
+        "checkpoint_fallback",
+        str(bad),
+    )
+    restart = [a for a in incidents[1]["actions"] if a["kind"] == "restart"]
+    assert restart[0]["params"]["resume_from"] == str(good)
+
+
+def test_a_fallback_checkpoint_that_fails_to_load_too_stops_without_a_loop(cluster: Cluster) -> None:
+    proc, ckpt, out = cluster.supervise(
+        "fallback-twice", "--fail-at", "12", "--fail", "cuda", "--bad-checkpoint-at", "5,10", "--step-s", "0"
+    )
+    assert _finish(proc) != 0
+    assert [a["start"] for a in _attempts(out)] == ["0"], "both resumes fail before their first step"
+    runs = cluster.runs("fallback-twice")
+    assert [r["resume_from"] for r in sorted(runs, key=lambda r: r["id"])] == [
+        None,
+        str(ckpt / "step_000010.pt"),
+        str(ckpt / "step_000005.pt"),
+    ]
+    incidents = sorted(cluster.incidents(cluster.job("fallback-twice")["id"]), key=lambda i: i["id"])
+    rules = [_decision(i)["params"]["rule"] for i in incidents]
+    assert rules == ["restart", "checkpoint_fallback", "checkpoint_fallback_failed"]
+    last = _decision(incidents[2])["params"]
+    assert (last["restart"], last["outcome"], last["alert"]) == (False, "notify", True)
+
+
 def test_server_down_during_a_failure_the_supervisor_decides_and_reports_later(
     cluster: Cluster, baseline: dict[str, torch.Tensor]
 ) -> None:

@@ -46,6 +46,12 @@ def main() -> None:
     ap.add_argument("--fail-at", type=int, default=-1, help="raise at this step")
     ap.add_argument("--fail", choices=["keyerror", "cuda"], default="keyerror")
     ap.add_argument("--fail-always", action="store_true", help="also after a resume (a crash loop)")
+    ap.add_argument(
+        "--bad-checkpoint-at",
+        type=lambda v: {int(s) for s in v.split(",")},
+        default=set(),
+        help="steps whose checkpoint is whole but does not load (a model renamed since): first attempt only",
+    )
     ap.add_argument("--hang-at", type=int, default=-1, help="rank 0 stops stepping here (alive, idle)")
     args = ap.parse_args()
 
@@ -104,7 +110,11 @@ def main() -> None:
         step += 1
         (args.out / f"rank{rank}.progress").write_text(str(step))
         if rank == 0 and step % args.every == 0:
-            gw.checkpoint_saved(save(args.ckpt_dir / f"step_{step:06d}.pt", step, model, opt), step)
+            path = save(args.ckpt_dir / f"step_{step:06d}.pt", step, model, opt)
+            if step in args.bad_checkpoint_at and not resume:
+                renamed = {f"renamed.{k}": v for k, v in model.state_dict().items()}
+                torch.save({"step": step, "model": renamed, "opt": opt.state_dict()}, path)
+            gw.checkpoint_saved(path, step)
         if rank == 0:
             with open(args.out / "steps.log", "a") as f:
                 f.write(f"{step}\n")

@@ -290,6 +290,38 @@ def test_a_second_unknown_is_reported_as_such_even_when_paused() -> None:
 # --- storage -----------------------------------------------------------------------------------------
 
 
+def test_a_checkpoint_that_fails_to_load_falls_back_to_the_previous_one_once() -> None:
+    first = _decide("checkpoint_load_error", _failures("cuda_error"), resumed_from="/c/step_20.pt", checkpoint_step=20)
+    assert (first.restart, first.rule, first.outcome, first.skip_checkpoint) == (
+        True,
+        "checkpoint_fallback",
+        "restart",
+        "/c/step_20.pt",
+    )
+    assert first.why == (
+        "checkpoint_load_error (framework): /c/step_20.pt failed to load: restarting from the checkpoint before it now"
+    )
+    attempt = Attempt.from_json(json.loads(json.dumps(first.to_json())))  # as stored and read back after a restart
+    assert attempt.skip_checkpoint == "/c/step_20.pt"
+
+    second = _decide("checkpoint_load_error", [*_failures("cuda_error"), attempt], resumed_from="/c/step_10.pt")
+    assert (second.restart, second.rule, second.outcome, second.alert) == (
+        False,
+        "checkpoint_fallback_failed",
+        "notify",
+        True,
+    )
+    assert "/c/step_10.pt failed to load after falling back from /c/step_20.pt" in second.why
+
+
+def test_a_load_error_falls_back_only_from_a_checkpoint_and_the_job_can_say_notify() -> None:
+    assert _decide("checkpoint_load_error").rule == "notify"  # started from scratch: nothing to fall back from
+    override = PolicyConfig(overrides={"checkpoint_load_error": "notify"})
+    assert _decide("checkpoint_load_error", config=override, resumed_from="/c/s.pt").rule == "notify"
+    paused = _decide("checkpoint_load_error", config=PolicyConfig(paused=True), resumed_from="/c/s.pt")
+    assert (paused.restart, paused.rule) == (False, "paused")
+
+
 def test_decision_json_round_trips_into_the_next_attempt() -> None:
     d = _decide("gpu_hardware", node="n9", checkpoint_step=42, config=PolicyConfig(backoff_base_s=1))
     data = json.loads(json.dumps(d.to_json()))
@@ -308,6 +340,7 @@ def test_decision_json_round_trips_into_the_next_attempt() -> None:
         "checkpoint_step": 42,
         "node": "n9",
         "at": NOW,
+        "skip_checkpoint": None,
     }
     assert Attempt.from_json(data) == Attempt("gpu_hardware", NOW, restarted=True, checkpoint_step=42, excluded=("n9",))
     dry = _decide("gpu_hardware", node="n9", config=PolicyConfig(dry_run=True)).to_json()
