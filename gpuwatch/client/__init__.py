@@ -45,7 +45,7 @@ from time import perf_counter
 from types import TracebackType
 from typing import Any, TypeVar
 
-from gpuwatch.client import async_checkpoint
+from gpuwatch.client import checkpoint as _checkpoint_module
 from gpuwatch.client.async_checkpoint import AsyncCheckpointer, CheckpointError
 from gpuwatch.client.checkpoint import (
     checkpoint_saved,
@@ -75,7 +75,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # The process's one reporter; module-level so the hot path is one global lookup (tests swap it).
 _reporter = Reporter()
-async_checkpoint.default_reporter = lambda: _reporter
+_checkpoint_module.default_reporter = lambda: _reporter
 
 
 class _Step:

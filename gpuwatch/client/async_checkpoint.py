@@ -44,18 +44,13 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from gpuwatch.client.checkpoint import checkpoint_saved
+from gpuwatch.client.checkpoint import checkpoint_saved, report_checkpoint
 from gpuwatch.recovery.checkpoints import Checkpoint, validate, write_manifest
 
 log = logging.getLogger("gpuwatch.client")
-
-#: The process's reporter, for checkpointers made without one: set by `gpuwatch.client` (which imports
-#: this module, so this one cannot import it back), read at each report (tests swap the reporter).
-default_reporter: Callable[[], Any] | None = None
 
 STATE_FILE = "state.pt"
 _NAME = re.compile(r"step_(\d+)")
@@ -317,46 +312,21 @@ class AsyncCheckpointer:
             self._stats["write_s"] = write_s
             self._error = error
             log.error("gpuwatch: %s", error)
-            self._report(path, step, False, blocking_s, write_s, 0, str(error))
+            report_checkpoint(
+                self._reporter, path, step, time.time(), False, blocking_s=blocking_s, write_s=write_s,
+                error=str(error)[:2000],
+            )  # fmt: skip
             return
         if aside is not None:
             shutil.rmtree(aside, ignore_errors=True)
         write_s = time.perf_counter() - t0
         self._last_path = path
         self._stats.update(saves=self._stats["saves"] + 1, write_s=write_s, size_bytes=size)
-        checkpoint_saved(path, step)
-        self._report(path, step, True, blocking_s, write_s, size, None)
+        checkpoint_saved(path, step, reporter=self._reporter, blocking_s=blocking_s, write_s=write_s, size_bytes=size)
         try:
             self._prune()
         except Exception:
             log.warning("gpuwatch: could not prune old checkpoints in %s", self.directory, exc_info=True)
-
-    def _report(
-        self, path: Path, step: int, ok: bool, blocking_s: float, write_s: float, size: int, error: str | None
-    ) -> None:
-        """Queue a CheckpointReport for the agent; never raises."""
-        try:
-            from gpuwatch.protocol import CheckpointReport
-
-            reporter = self._reporter
-            if reporter is None and default_reporter is not None:
-                reporter = default_reporter()
-            process = reporter.process()
-            report = CheckpointReport(
-                job=process.job,
-                rank=process.rank or 0,
-                step=step,
-                ts=time.time(),
-                path=str(path.resolve()),
-                ok=ok,
-                blocking_s=blocking_s,
-                write_s=write_s,
-                size_bytes=size,
-                error=error[:2000] if error else None,
-            )
-            reporter.record_checkpoint(report)
-        except Exception:
-            log.debug("gpuwatch: checkpoint report not queued", exc_info=True)
 
     def _prune(self) -> None:
         """Delete checkpoints older than the ``keep`` newest complete ones (never the only one)."""

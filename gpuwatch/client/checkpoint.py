@@ -12,7 +12,8 @@
 
 `gpuwatch run` puts the checkpoint to resume from in GPUWATCH_RESUME_FROM and reads what
 `checkpoint_saved` appends to the file named by GPUWATCH_CHECKPOINT_LOG (one JSON object a line).
-Without the supervisor both are absent and these functions do nothing.
+`checkpoint_saved` also queues a CheckpointReport for the node's agent (as the AsyncCheckpointer's
+saves are), so the server knows every job's checkpoint age while it runs, supervised or not.
 
 A signal handler cannot save safely in the middle of a step (half-applied optimizer state), so by
 default SIGTERM/SIGUSR1 only set a flag and the save happens at the next :func:`preemption_point`;
@@ -25,6 +26,7 @@ without a step loop.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -32,10 +34,17 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 RESUME_ENV = "GPUWATCH_RESUME_FROM"
 CHECKPOINT_LOG_ENV = "GPUWATCH_CHECKPOINT_LOG"
 PREEMPTED_EXIT = 143  # 128 + SIGTERM: what a process killed by SIGTERM reports, and what schedulers expect
+
+log = logging.getLogger("gpuwatch.client")
+
+#: The process's reporter: set by `gpuwatch.client` (which imports this module, so this one cannot
+#: import it back), read at each report (tests swap the reporter).
+default_reporter: Callable[[], Any] | None = None
 
 _requested = threading.Event()
 _signal_name = ""
@@ -48,20 +57,45 @@ def resume_path() -> str | None:
     return os.environ.get(RESUME_ENV) or None
 
 
-def checkpoint_saved(path: str | os.PathLike[str], step: int) -> None:
-    """Tell the supervisor a complete checkpoint of ``step`` is at ``path``. Never raises."""
-    log = os.environ.get(CHECKPOINT_LOG_ENV)
-    if not log:
+def checkpoint_saved(
+    path: str | os.PathLike[str], step: int, *, reporter: Any = None, **timing: float | int | None
+) -> None:
+    """Tell the supervisor and the agent that a complete checkpoint of ``step`` is at ``path``.
+    ``timing``: CheckpointReport fields the caller measured (blocking_s, write_s, size_bytes). Never raises."""
+    now = time.time()
+    report_checkpoint(reporter, path, int(step), now, True, **timing)
+    log_path = os.environ.get(CHECKPOINT_LOG_ENV)
+    if not log_path:
         return
-    line = json.dumps({"path": str(Path(path).resolve()), "step": int(step), "ts": time.time()}) + "\n"
+    line = json.dumps({"path": str(Path(path).resolve()), "step": int(step), "ts": now}) + "\n"
     try:  # one small O_APPEND write: whole lines even with several ranks appending
-        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line.encode())
         finally:
             os.close(fd)
     except OSError as exc:
         print(f"gpuwatch: could not record checkpoint {path}: {exc}", file=sys.stderr)
+
+
+def report_checkpoint(
+    reporter: Any, path: str | os.PathLike[str], step: int, ts: float, ok: bool, **fields: Any
+) -> None:
+    """Queue a CheckpointReport for the agent (``reporter``, default the process's); never raises."""
+    try:
+        from gpuwatch.protocol import CheckpointReport
+
+        if reporter is None and default_reporter is not None:
+            reporter = default_reporter()
+        if reporter is None:
+            return
+        process = reporter.process()
+        report = CheckpointReport(
+            job=process.job, rank=process.rank or 0, step=step, ts=ts, path=str(Path(path).resolve()), ok=ok, **fields
+        )
+        reporter.record_checkpoint(report)
+    except Exception:
+        log.debug("gpuwatch: checkpoint report not queued", exc_info=True)
 
 
 def install_preemption_handler(

@@ -542,3 +542,14 @@ def test_cuda_state_round_trips_bitwise_and_blocks_only_for_the_copy(tmp_path: P
     reused = statistics.median(blocking[1:])
     print(f"\ntorch.save+fsync {sync_s:.3f} s; AsyncCheckpointer blocking {[round(b, 4) for b in blocking]} s")
     assert reused * 5 < sync_s, f"save() blocked {reused:.3f} s vs torch.save+fsync {sync_s:.3f} s"
+
+
+def test_checkpoint_saved_reports_the_save_to_the_agent_too(tmp_path: Path, capture: Any) -> None:
+    """A job that saves by itself and calls checkpoint_saved() gets a checkpoint age at the server."""
+    rep, cap = capture
+    saved = tmp_path / "step_7.pt"
+    saved.write_bytes(b"x")
+    gw.checkpoint_saved(saved, 7)
+    rep.flush()
+    (report,) = cap.checkpoints()
+    assert (report.job, report.step, report.ok, report.path) == ("ckpt-test", 7, True, str(saved.resolve()))
