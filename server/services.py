@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 from sqlalchemy import Engine
@@ -37,6 +38,7 @@ from server.ingest.metrics import IngestMetrics
 from server.ingest.writer import BatchWriter
 from server.notify.webhooks import Notifier
 from server.store.db import make_engine, make_sessionmaker
+from server.store.jobs import latest_checkpoints
 from server.store.migrate import check_schema
 from server.store.nodes import NODE_SEEN_EVERY_S, LastSeen
 from server.store.retention import PruneResult, Retention, RetentionMetrics, prune
@@ -127,6 +129,7 @@ def build(settings: Settings) -> Services:
     labels = LabelBudget(registry)
     telemetry = Telemetry(server.ring_size, sample_type=mirror(GpuSample), labels=labels)
     jobs = JobTracker(window_s=server.job_window_s)
+    _load_checkpoints(sessions, jobs)
     exporter = MetricsExporter(
         telemetry, registry, server.node_timeout_s, jobs=jobs, max_rank_series=server.max_rank_series
     )
@@ -190,3 +193,11 @@ def build(settings: Settings) -> Services:
         notifier=notifier,
         tokens=TokenCache(server.token_cache_s),
     )
+
+
+def _load_checkpoints(sessions: sessionmaker[Session], jobs: JobTracker) -> None:
+    """Each recent job's newest checkpoint, so its age (and GpuwatchCheckpointTooOld) survives a restart."""
+    since = datetime.now(UTC) - timedelta(seconds=jobs.forget_after_s)
+    with sessions() as session:
+        for name, step, at, size, _ in latest_checkpoints(session, since):
+            jobs.note_checkpoint(name, step, at.timestamp(), size)

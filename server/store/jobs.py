@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from gpuwatch.protocol import CheckpointReport, JobProcess, StepReport
@@ -189,3 +189,26 @@ def running_job(session: Session, node_id: int) -> int | None:
         .order_by(Run.id.desc())
         .limit(1)
     )
+
+
+def latest_checkpoints(session: Session, since: datetime) -> list[tuple[str, int | None, datetime, int | None, str]]:
+    """(job, step, saved at, size, path) of each job's newest valid checkpoint, for the jobs still
+    running or whose checkpoint is newer than ``since``: what the checkpoint-age gauges are rebuilt from
+    at start-up (every path lands here: the client's reports and the supervisor's run exits)."""
+    newest = (
+        select(Checkpoint.job_id, func.max(Checkpoint.created_at).label("at"))
+        .where(Checkpoint.valid.is_(True))
+        .group_by(Checkpoint.job_id)
+        .subquery()
+    )
+    running = select(Run.job_id).where(Run.state == "running")
+    rows = session.execute(
+        select(Job.name, Checkpoint.step, Checkpoint.created_at, Checkpoint.size_bytes, Checkpoint.path)
+        .join(newest, (newest.c.job_id == Checkpoint.job_id) & (newest.c.at == Checkpoint.created_at))
+        .join(Job, Job.id == Checkpoint.job_id)
+        .where(Checkpoint.valid.is_(True), or_(Checkpoint.created_at > since, Checkpoint.job_id.in_(running)))
+        .order_by(Job.name, Checkpoint.id)
+    ).tuples()
+    return [
+        (name, step, at if at.tzinfo else at.replace(tzinfo=UTC), size, path) for name, step, at, size, path in rows
+    ]

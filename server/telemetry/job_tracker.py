@@ -40,7 +40,8 @@ class RankState:
 
 @dataclass(slots=True)
 class Checkpointing:
-    """A job's checkpoint saves as its client reported them (gpuwatch.client.AsyncCheckpointer)."""
+    """A job's checkpoint saves: as its client reported them (`checkpoint_saved`, the AsyncCheckpointer),
+    as its supervisor reported them at a run's exit, or as the database had them at start-up."""
 
     last_ok_ts: float | None = None
     last_step: int | None = None
@@ -266,6 +267,17 @@ class JobTracker:
                     c.last_ok_ts, c.last_step = rep.ts, rep.step
                     c.blocking_s, c.write_s, c.size_bytes = rep.blocking_s, rep.write_s, rep.size_bytes
                 c.saves += 1
+
+    def note_checkpoint(self, name: str, step: int | None, ts: float, size_bytes: int | None = None) -> None:
+        """A complete checkpoint known other than by the client's report: a supervisor's run exit, or the
+        database at start-up. Only a newer one than what is known moves the age; no save is counted."""
+        with self._lock:
+            if (job := self._job(name, self.clock(), None)) is None:
+                return
+            c = job.checkpoint
+            if c.last_ok_ts is None or ts > c.last_ok_ts:
+                c.last_ok_ts, c.last_step = ts, step
+                c.size_bytes = size_bytes if size_bytes is not None else c.size_bytes
 
     def note_failure(self, name: str) -> None:
         """A run of the job failed (the recovery path calls this): the MTBF behind the optimal interval."""

@@ -172,6 +172,7 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
     for name, ts in body.times():  # a time every reader (lost work, the period report) can make a date of
         _when(on_server_clock(ts, offset), name)
     ended_at = on_server_clock(body.ended_at, offset)
+    saved_at = on_server_clock(body.checkpoint.saved_at, offset) if body.checkpoint else None
     local = None
     if body.local is not None:
         try:
@@ -220,10 +221,13 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
                             path=body.checkpoint.path,
                             step=body.checkpoint.step,
                             valid=True,
-                            created_at=utcnow(),
+                            created_at=datetime.fromtimestamp(saved_at, UTC) if saved_at else utcnow(),
                         )
                         .on_conflict_do_nothing()
                     )
+                    job = session.get(Job, job_id)
+                    if job is not None:  # its age at /metrics, for jobs that report saves no other way
+                        svc.jobs.note_checkpoint(job.name, body.checkpoint.step, saved_at or time.time())
                 # Already decided while it ran (a hang, its node silent): the supervisor stopped it for that.
                 earlier = session.scalar(select(Incident.id).where(Incident.run_id == run_id))
                 if earlier is not None:

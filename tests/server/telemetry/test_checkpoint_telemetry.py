@@ -113,3 +113,20 @@ def test_saves_travel_from_the_client_through_a_real_agent(tmp_path: Path) -> No
     finally:
         agent.stop()
         server.stop()
+
+
+def test_a_supervised_jobs_checkpoint_age_is_exported_and_rebuilt_after_a_restart(settings: Settings) -> None:
+    """A job under `gpuwatch run` that reports its checkpoints only at a run's exit (no agent, no
+    AsyncCheckpointer) has an age too, and a restarted server has it again from the database."""
+    token = new_token(settings.effective_database_url, "node-s")
+    auth = {"Authorization": f"Bearer {token}"}
+    saved_at = time.time() - 3 * 3600  # old enough for GpuwatchCheckpointTooOld
+    with InProcessServer(settings) as srv, httpx.Client(base_url=srv.url, headers=auth) as c:
+        first = c.post("/api/v1/runs", json={"job": "sup", "node": "node-s", "key": "sup-1"}).json()
+        ref = {"path": "/c/step_40.pt", "step": 40, "saved_at": saved_at}
+        ended = c.post(f"/api/v1/runs/{first['id']}/exit", json={"exit_code": 0, "checkpoint": ref})
+        assert ended.status_code == 202, ended.text
+        assert _metrics(srv)["gpuwatch_job_checkpoint_age_seconds"] == pytest.approx(3 * 3600, abs=30)
+        c.post("/api/v1/runs", json={"job": "sup", "node": "node-s", "key": "sup-2"}).raise_for_status()
+    with InProcessServer(settings) as srv:
+        assert _metrics(srv)["gpuwatch_job_checkpoint_age_seconds"] == pytest.approx(3 * 3600, abs=30)
