@@ -926,3 +926,37 @@ OMP: System error #13: Permission denied
 )
 def test_a_worker_monitor_that_writes_died_exit_code_minus_n(text: str, reason: str) -> None:
     assert _reason(text) == reason
+
+
+# ---------------------------------------------------------------- the NVLink fabric behind NCCL's NVLS transport
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # NVIDIA/DCGM#304: a node whose NVLink got into a bad state fails NVLS set-up
+        "gpu-stress-dgc86-xfpt6:420:437 [5] transport/nvls.cc:379 (nvlsAllocateMem) NCCL WARN Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : CUDA error 401 'the operation cannot be performed in the present state'.",
+        # NVIDIA/nccl#1562: the same transport failing on an H200 node whose fabric manager had died
+        "gpu46:78367:78492 [0] transport/nvls.cc:244 NCCL WARN Cuda failure 1 'invalid argument'",
+        "Jan 03 08:12:40 gpu46 systemd[1]: nvidia-fabricmanager.service: Main process exited, code=exited, status=1/FAILURE",
+    ],
+)
+def test_a_failing_nvls_transport_or_fabric_manager_is_the_nvlink_fabric(text: str) -> None:
+    assert _reason(text) == "nvlink_error"
+
+
+# ---------------------------------------------------------------- shell tools' own permission wording
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # nextflow-io/nextflow#638: coreutils name themselves, then the path, then strerror
+        "mktemp: failed to create directory via template `/dev/shm/nxf.XXXXXXXXXX': Permission denied",
+        "mkfifo: cannot create fifo `/.command.out': Permission denied",
+        # awslabs/awsome-distributed-ai#184: mkdir inside the container runtime's log, behind pyxis's prefix
+        "slurmstepd: error: pyxis:     mkdir: cannot create directory '/opt/dlami/nvme/tmp/enroot/data': Permission denied",
+    ],
+)
+def test_a_shell_tool_denied_a_path_is_a_permission_error(text: str) -> None:
+    assert _reason(text) == "permission_error"
