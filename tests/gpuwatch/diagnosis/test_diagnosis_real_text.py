@@ -861,3 +861,102 @@ KeyError: 'loss'
 )
 def test_ipython_and_rich_frames_place_the_exception_in_the_framework(text: str) -> None:
     assert _reason(text) == "framework_error"
+
+
+# ---------------------------------------------------------------- exceptions wrapped by a runtime
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # verl-project/verl#1306: Ray re-raises the task's exception with the type in parentheses and
+        # no message, so the line never starts with the exception's own name
+        ("ray.exceptions.RayTaskError(SyntaxError): <no detail available>", "syntax_error"),
+        ("ray.exceptions.RayTaskError(ModuleNotFoundError): ray::WorkerDict.__ray_call__()", "import_error"),
+        ("ray.exceptions.RayTaskError(FileNotFoundError): ray::TaskRunner.run()", "file_not_found"),
+        ("ray.exceptions.RayTaskError(PermissionError): ray::TaskRunner.run()", "permission_error"),
+    ],
+)
+def test_a_ray_wrapped_exception_keeps_the_reason_of_its_type(text: str, reason: str) -> None:
+    assert _reason(text) == reason
+
+
+def test_a_missing_file_in_a_dataloader_worker_is_file_not_found() -> None:
+    """wgcban/ddpm-cd#4: the worker wrapper re-raises a missing path; the path is the cause, not the
+    DataLoader (a decode error in a worker stays dataloader_error)."""
+    text = """
+FileNotFoundError: Caught FileNotFoundError in DataLoader worker process 0.
+Original Traceback (most recent call last):
+  File "/opt/conda/lib/python3.9/site-packages/torch/utils/data/_utils/worker.py", line 287, in _worker_loop
+    data = fetcher.fetch(index)
+FileNotFoundError: [Errno 2] No such file or directory: 'dataset/CDD-256/A/filenames.txt'
+"""
+    assert _reason(text) == "file_not_found"
+    assert _reason("PermissionError: Caught PermissionError in DataLoader worker process 2.") == "permission_error"
+    assert (
+        _reason("PIL.UnidentifiedImageError: Caught UnidentifiedImageError in DataLoader worker process 3.")
+        == "dataloader_error"
+    )
+
+
+def test_a_c_runtime_system_error_number_13_is_a_permission_error() -> None:
+    """jupyterhub/zero-to-jupyterhub-k8s#2756: Intel's OpenMP runtime writes errno 13 as
+    'System error #13', with no Python exception and no [Errno 13]."""
+    text = """
+OMP: Error #179: Function Can't open SHM2 failed:
+OMP: System error #13: Permission denied
+"""
+    assert _reason(text) == "permission_error"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # vllm-project/vllm#6823: the multiproc monitor's account of a worker's SIGSEGV
+        (
+            "ERROR 07-26 14:50:35 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 214281 died, exit code: -11",
+            "framework_error",
+        ),
+        # the same monitor's wording for a SIGKILL
+        (
+            "ERROR 03-21 09:12:01 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 51234 died, exit code: -9",
+            "host_oom",
+        ),
+    ],
+)
+def test_a_worker_monitor_that_writes_died_exit_code_minus_n(text: str, reason: str) -> None:
+    assert _reason(text) == reason
+
+
+# ---------------------------------------------------------------- the NVLink fabric behind NCCL's NVLS transport
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # NVIDIA/DCGM#304: a node whose NVLink got into a bad state fails NVLS set-up
+        "gpu-stress-dgc86-xfpt6:420:437 [5] transport/nvls.cc:379 (nvlsAllocateMem) NCCL WARN Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : CUDA error 401 'the operation cannot be performed in the present state'.",
+        # NVIDIA/nccl#1562: the same transport failing on an H200 node whose fabric manager had died
+        "gpu46:78367:78492 [0] transport/nvls.cc:244 NCCL WARN Cuda failure 1 'invalid argument'",
+        "Jan 03 08:12:40 gpu46 systemd[1]: nvidia-fabricmanager.service: Main process exited, code=exited, status=1/FAILURE",
+    ],
+)
+def test_a_failing_nvls_transport_or_fabric_manager_is_the_nvlink_fabric(text: str) -> None:
+    assert _reason(text) == "nvlink_error"
+
+
+# ---------------------------------------------------------------- shell tools' own permission wording
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # nextflow-io/nextflow#638: coreutils name themselves, then the path, then strerror
+        "mktemp: failed to create directory via template `/dev/shm/nxf.XXXXXXXXXX': Permission denied",
+        "mkfifo: cannot create fifo `/.command.out': Permission denied",
+        # awslabs/awsome-distributed-ai#184: mkdir inside the container runtime's log, behind pyxis's prefix
+        "slurmstepd: error: pyxis:     mkdir: cannot create directory '/opt/dlami/nvme/tmp/enroot/data': Permission denied",
+    ],
+)
+def test_a_shell_tool_denied_a_path_is_a_permission_error(text: str) -> None:
+    assert _reason(text) == "permission_error"
