@@ -29,6 +29,7 @@ from server.incidents.context import IncidentContext
 from server.incidents.info import IncidentCollector
 from server.incidents.labels import CorrectionsCollector
 from server.incidents.metrics import IncidentMetrics
+from server.incidents.open_series import OpenIncidentCollector
 from server.incidents.pipeline import resume_due
 from server.incidents.recover import expire_exclusions
 from server.ingest.apply import Folder
@@ -139,6 +140,7 @@ def build(settings: Settings) -> Services:
     incidents = IncidentContext(settings, sessions, IncidentMetrics(registry), telemetry, jobs, notifier=notifier)
     registry.register(IncidentCollector(sessions))
     registry.register(CorrectionsCollector(sessions))
+    registry.register(OpenIncidentCollector(sessions))
 
     detect_metrics = DetectMetrics(registry)
     restore(sessions, telemetry, detect_metrics, labels, server.rollup_flush_s)  # what alerts need, from the database
