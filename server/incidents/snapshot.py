@@ -18,13 +18,16 @@ from sqlalchemy.orm import Session
 
 from gpuwatch.config import Settings
 from server.incidents.context import IncidentContext
+from server.store.jobs import jobs_on_node
 from server.store.models import JobRank, Run
 
 SNAPSHOT_S = 300.0
 
 
-def take(ctx: IncidentContext, node: str | None, now: float) -> dict[str, Any]:
-    """``{"gpus": {index: [[ts, util, fb_used_mib, power_w, temp_c, xid_last], ...]}, "at": now}``"""
+def take(ctx: IncidentContext, node: str | None, now: float, session: Session, node_id: int) -> dict[str, Any]:
+    """``{"gpus": {index: [[ts, util, fb_used_mib, power_w, temp_c, xid_last], ...]}, "jobs": [{"job",
+    "run"}, ...], "at": now}``: the node's recent samples and the jobs at work on it (`jobs_on_node`),
+    which a silent node's incident names as its lost work."""
     gpus: dict[str, list[list[Any]]] = {}
     if node is not None:
         for state in ctx.telemetry.gpus(node):
@@ -32,7 +35,7 @@ def take(ctx: IncidentContext, node: str | None, now: float) -> dict[str, Any]:
             gpus[str(state.info.index)] = [
                 [s.ts, s.util_gpu, s.fb_used_mib, s.power_w, s.temp_c, s.xid_last] for s in recent
             ]
-    return {"gpus": gpus, "at": now}
+    return {"gpus": gpus, "jobs": jobs_on_node(session, node_id), "at": now}
 
 
 def last_steps(ctx: IncidentContext, job: str) -> list[int]:

@@ -29,7 +29,7 @@ def send(
         job = session.get(Job, incident.job_id) if incident.job_id is not None else None
         run = session.get(Run, incident.run_id) if incident.run_id is not None else None
         node = session.get(Node, incident.node_id) if incident.node_id is not None else None
-        job_name = job.name if job else f"(no job: {incident.trigger})"
+        job_name = _jobs(incident, job)
         attempt = run.attempt if run else None
         node_name = node.name if node else None
     action = decision.outcome if decision else None
@@ -41,3 +41,12 @@ def send(
             event, incident_id, job_name, result, attempt=attempt, node=node_name, action=action, summary=why
         )
     notifier.notify(notice)
+
+
+def _jobs(incident: Incident, job: Job | None) -> str:
+    """The job the notice is about: the run's; for a node's incident (no run: a silent node, an Xid)
+    every job at work on the node when it opened, from its snapshot; else the incident's own."""
+    on_node = [str(entry["job"]) for entry in (incident.snapshot or {}).get("jobs") or []]
+    if incident.run_id is None and on_node:
+        return ", ".join(on_node)
+    return job.name if job else f"(no job: {incident.trigger})"

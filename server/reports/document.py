@@ -81,3 +81,5 @@ class PostMortem:
     recommendations: tuple[str, ...]
     logs_url: str  # where the full logs are (the API)
     generated_at: datetime = field(default_factory=datetime.now)
+    # a node's incident (no run): the jobs at work on the node when it opened, "job (run N)"
+    jobs_on_node: tuple[str, ...] = ()

@@ -95,6 +95,7 @@ def build(session: Session, incident_id: int, settings: Settings) -> PostMortem 
         plots=_plots(session, incident, node, snapshot),
         recommendations=_advice(session, diagnosis, job, run, node_name),
         logs_url=f"{public.rstrip('/')}{Api.LOGS}?node={node.name if node else ''}",
+        jobs_on_node=_jobs_on_node(incident, snapshot),
     )
 
 
@@ -165,6 +166,13 @@ def _timeline(
     if incident.closed_at is not None:
         entries.append(TimelineEntry(incident.closed_at, "resolved", ""))
     return tuple(sorted(entries, key=lambda e: e.at))
+
+
+def _jobs_on_node(incident: Incident, snapshot: dict[str, Any]) -> tuple[str, ...]:
+    """A node's incident (no run of its own): the jobs its snapshot found at work on the node."""
+    if incident.run_id is not None:
+        return ()
+    return tuple(f"{entry['job']} (run {entry['run']})" for entry in snapshot.get("jobs") or [])
 
 
 def _lost(session: Session, incident: Incident, run: Run | None, after: Run | None, job: Job | None) -> LostWork | None:

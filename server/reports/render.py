@@ -250,6 +250,16 @@ def _recommendations(pm: PostMortem) -> list[str]:
     return [r for r in recs if r][:MAX_RECOMMENDATIONS]
 
 
+def _jobs_lost(pm: PostMortem) -> str:
+    """A node's incident: the jobs at work on the node, whose own incidents (if their runs were failed)
+    hold the cost."""
+    where = f" on {pm.node}" if pm.node else ""
+    return (
+        f"Lost work: the work in progress of {', '.join(pm.jobs_on_node)}{where} when the incident opened; "
+        "each run failed with it has its own incident with the cost."
+    )
+
+
 def _lost(lost: LostWork) -> list[tuple[str, str]]:
     steps = NOT_KNOWN + " (the job reports no steps)" if lost.steps is None else f"{lost.steps:,} steps"
     downtime = "not restarted" if lost.downtime_s is None else _duration(lost.downtime_s)
@@ -350,7 +360,9 @@ def render_markdown(pm: PostMortem, plot_links: dict[int, str]) -> str:
         out += [f"{len(pm.plots) - MAX_PLOTS} more GPUs not plotted.", ""]
 
     out += ["## Lost work", ""]
-    if pm.lost is None:
+    if pm.lost is None and pm.jobs_on_node:
+        out.append(_md(_jobs_lost(pm)))
+    elif pm.lost is None:
         out.append(f"Lost work: {NOT_KNOWN} (no job run was interrupted, or none was recorded).")
     else:
         out += [f"- **{label}:** {_md(value)}" for label, value in _lost(pm.lost)]
@@ -466,7 +478,9 @@ def render_html(pm: PostMortem) -> str:
     parts.append("</section>")
 
     parts.append('<section id="lost-work"><h2>Lost work</h2>')
-    if pm.lost is None:
+    if pm.lost is None and pm.jobs_on_node:
+        parts.append(f"<p>{_h(_jobs_lost(pm))}</p>")
+    elif pm.lost is None:
         parts.append(f'<p class="muted">Lost work: {NOT_KNOWN} (no job run was interrupted, or none was recorded).</p>')
     else:
         parts.append(_kv_table(_lost(pm.lost)))

@@ -212,3 +212,22 @@ def latest_checkpoints(session: Session, since: datetime) -> list[tuple[str, int
     return [
         (name, step, at if at.tzinfo else at.replace(tzinfo=UTC), size, path) for name, step, at, size, path in rows
     ]
+
+
+def jobs_on_node(session: Session, node_id: int) -> list[dict[str, object]]:
+    """The jobs at work on the node: each with a running run there (supervised there, with a rank the
+    agents saw there, or registered to the node in ``member_nodes``), as ``{"job", "run"}`` (the
+    job's latest running run), by job name. What a silent node's incident says was lost."""
+    node = session.get(Node, node_id)
+    on_rank = set(session.scalars(select(JobRank.job_id).where(JobRank.node_id == node_id).distinct()))
+    rows = session.execute(
+        select(Job.id, Job.name, Job.member_nodes, Run.id, Run.node_id)
+        .join(Run, Run.job_id == Job.id)
+        .where(Run.state == "running")
+        .order_by(Run.id)
+    ).tuples()
+    found: dict[str, int] = {}
+    for job_id, name, members, run_id, run_node in rows:
+        if run_node == node_id or job_id in on_rank or (node is not None and node.name in (members or [])):
+            found[name] = run_id
+    return [{"job": name, "run": run_id} for name, run_id in sorted(found.items())]

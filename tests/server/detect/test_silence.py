@@ -25,9 +25,10 @@ from gpuwatch.protocol import Batch, GpuSample, Heartbeat
 from server.detect.silence import SilenceWatch
 from server.services import Services
 from server.store.db import make_engine, make_sessionmaker, transaction
-from server.store.models import Incident, Job, Node, Run
+from server.store.models import Incident, Job, JobRank, Node, Run
 from server.store.nodes import LastSeen, get_or_create_node
 from tests.helpers import InProcessServer, migrated_sqlite, new_token, wait_until
+from tests.webhook_receiver import Receiver
 
 TIMEOUT_S = 30.0
 JUDGED_S = TIMEOUT_S * (1 + SilenceWatch.SETTLE)  # unheard this long, a node is judged silent
@@ -242,3 +243,58 @@ def test_last_seen_is_written_at_most_every_so_often(db_url: str) -> None:
         assert [rows[i].timestamp() for i in ids] == pytest.approx([t + 0.5, t + 0.7], abs=1e-5)
     finally:
         engine.dispose()
+
+
+def test_a_silent_nodes_incident_names_the_jobs_at_work_on_it(tmp_path: Path, db_url: str) -> None:
+    """The jobs with a running run on the node when it fell silent (supervised there, a rank there, or
+    registered to it) are named in the incident, its notice and its post-mortem's lost work; a job
+    elsewhere, or whose run had ended, is not."""
+    receiver = Receiver()
+    settings = Settings(
+        data_dir=tmp_path,
+        database_url=db_url,
+        node_timeout_s=TIMEOUT_S,
+        hang_check_s=3600,
+        notify_webhook_urls=[receiver.url("/hook")],
+    )
+    try:
+        with InProcessServer(settings) as srv:
+            cluster = Cluster(srv, CollectorRegistry())
+            n0, n1 = cluster.nodes(2)
+            with transaction(cluster.svc.sessions) as s:
+                node0, node1 = (s.scalar(select(Node).where(Node.name == name)) for name in (n0, n1))
+                assert node0 is not None and node1 is not None
+                llama, bert, other, done = Job(name="llama"), Job(name="bert"), Job(name="other"), Job(name="done")
+                gpt = Job(name="gpt", scheduler="slurm", member_nodes=[n1, n0])
+                s.add_all([llama, bert, other, done, gpt])
+                s.flush()
+                s.add(Run(job_id=llama.id, attempt=1, node_id=node0.id))  # supervised on n0
+                s.add(Run(job_id=bert.id, attempt=1, node_id=node1.id))  # supervised on n1, a rank on n0
+                s.add(JobRank(job_id=bert.id, rank=1, node_id=node0.id, pid=4242))
+                s.add(Run(job_id=gpt.id, attempt=1, node_id=node1.id))  # registered to n0
+                s.add(Run(job_id=other.id, attempt=1, node_id=node1.id))
+                s.add(Run(job_id=done.id, attempt=1, node_id=node0.id, state="succeeded"))
+                s.flush()
+                runs = {job.name: job.id for job in (llama, bert, gpt)}
+                run_ids = {name: s.scalar(select(Run.id).where(Run.job_id == job_id)) for name, job_id in runs.items()}
+            now = T + JUDGED_S + 1
+            cluster.heard(now - 1, n1)
+            [incident_id, *_] = cluster.watch().check(now)
+            with cluster.svc.sessions() as s:
+                incident = s.get(Incident, incident_id)
+                assert incident is not None and incident.run_id is None
+                jobs = (incident.snapshot or {})["jobs"]
+            assert jobs == [{"job": name, "run": run_ids[name]} for name in ("bert", "gpt", "llama")]
+            notice = wait_until(
+                lambda: next((r.body for r in receiver.requests if r.body["incident_id"] == incident_id), None),
+                what="the incident's notice",
+            )
+            assert notice["job"] == "bert, gpt, llama"
+            report = httpx.get(f"{srv.url}/api/v1/incidents/{incident_id}/report").text
+            html = httpx.get(f"{srv.url}/api/v1/incidents/{incident_id}/report?format=html").text
+    finally:
+        receiver.stop()
+    lost = report.split("## Lost work", 1)[1].split("##", 1)[0]
+    named = ", ".join(f"{name} (run {run_ids[name]})" for name in ("bert", "gpt", "llama"))
+    assert "not known" not in lost and named in lost and n0 in lost
+    assert named in html.split('id="lost-work"', 1)[1].split("</section>", 1)[0]
