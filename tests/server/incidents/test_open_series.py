@@ -5,6 +5,7 @@ restart once, and is capped."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -66,8 +67,13 @@ def test_a_failed_run_is_a_series_until_resolved_and_survives_a_restart(settings
         wait_until(lambda: _scrape(srv.url) == ({}, 0.0), timeout=10, what="the resolved incident gone", every=0.1)
 
 
-def test_the_series_are_capped_the_rest_counted_and_old_ones_dropped(live_server: InProcessServer) -> None:
-    url = live_server.services.settings.effective_database_url
+def test_the_series_are_capped_the_rest_counted_and_old_ones_dropped(tmp_path: Path, db_url: str) -> None:
+    """On SQLite and PostgreSQL: the newest LIMIT open incidents of the last OPEN_FOR are series."""
+    with InProcessServer(Settings(data_dir=tmp_path, database_url=db_url)) as server:
+        _cap(server, db_url)
+
+
+def _cap(live_server: InProcessServer, url: str) -> None:
     engine = make_engine(url)
     now = datetime.now(UTC)
     try:
