@@ -100,6 +100,9 @@ class PolicyConfig:
     loop_exempt: frozenset[str] = frozenset({"preempted"})
     paused: bool = False
     dry_run: bool = False
+    #: The server's wait, before diagnosing a failed run, for a node of the run whose agent is silent (its
+    #: evidence unseen); well under the supervisor's `decision_timeout_s` (30 s), which would decide alone.
+    silent_node_wait_s: float = 15.0
 
     def __post_init__(self) -> None:
         for reason, action in self.overrides.items():
@@ -117,7 +120,7 @@ class PolicyConfig:
             raise ValueError(f"crash_loop_n must be 0 (off) or >= 2, got {self.crash_loop_n}")
         if self.window_s <= 0:
             raise ValueError(f"window_s must be > 0, got {self.window_s}")
-        for name in ("backoff_base_s", "backoff_max_s", "exclude_ttl_s"):
+        for name in ("backoff_base_s", "backoff_max_s", "exclude_ttl_s", "silent_node_wait_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         object.__setattr__(self, "overrides", MappingProxyType(dict(self.overrides)))
@@ -208,15 +211,17 @@ def decide(
     exit_code: int | None = None,
     checkpoint_step: int | None = None,
     restart_nodes: Sequence[str] | None = None,
+    silent_nodes: Sequence[str] = (),
     stopped: bool = False,
     resumed_from: str | None = None,
 ) -> Decision:
     """Decide about one failure of a job. `history`: its earlier failures, oldest first.
     `checkpoint_step`: its latest valid checkpoint now (None: none, or unknown). `restart_nodes`: the
     only nodes its executor can restart it on (the local executor: its own node); None: a scheduler
-    places it. `stopped`: its supervisor was told to stop, so the exit is the one asked for, not a
-    failure to recover from. `resumed_from`: the checkpoint the failed run was started from (None:
-    from the start)."""
+    places it. `silent_nodes`: nodes of the run whose agent is silent, so what they logged is unseen: never
+    restarted onto, excluded like a blamed node. `stopped`: its supervisor was told to stop, so the exit is
+    the one asked for, not a failure to recover from. `resumed_from`: the checkpoint the failed run was
+    started from (None: from the start)."""
     if reason not in REASONS:
         raise ValueError(f"{reason!r} is not a reason of the taxonomy")
     action = config.action(reason)
@@ -276,6 +281,7 @@ def decide(
     delay = min(config.backoff_max_s, config.backoff_base_s * 2.0 ** min(streak - 1, 64))  # base 0: immediate
     earlier = {n for a in history if now - a.ended_at < config.exclude_ttl_s for n in a.excluded}
     blamed = node if action == "restart_exclude_node" and node else None
+    silent = set(silent_nodes) - {blamed}
     why = f"{reason} ({category}): restarting from {step_text}"
     if fallback:
         why = f"{reason} ({category}): {resumed_from} failed to load: restarting from the checkpoint before it"
@@ -286,15 +292,18 @@ def decide(
         why += f", excluding {blamed}"
     elif action == "restart_exclude_node":
         why += ", excluding no node: none was blamed"
-    if earlier - {blamed}:
-        why += f"; still excluding {', '.join(sorted(earlier - {blamed}))} from earlier failures"
-    excluded = earlier | {blamed} if blamed else earlier
+    if silent:
+        why += f", excluding {', '.join(sorted(silent))} (agent silent: its logs unseen)"
+    if earlier - {blamed} - silent:
+        why += f"; still excluding {', '.join(sorted(earlier - {blamed} - silent))} from earlier failures"
+    excluded = (earlier | {blamed} if blamed else earlier) | silent
     if restart_nodes and set(restart_nodes) <= excluded:
         nodes = ", ".join(sorted(set(restart_nodes)))
+        silence = " (its agent is silent: what it logged is unseen)" if set(restart_nodes) <= silent else ""
         return stop(
             "no_node",
             f"{reason} ({category}): not restarting, the executor can restart only on {nodes}, which is "
-            "excluded; move the job to another node",
+            f"excluded{silence}; move the job to another node",
         )
     decision = Decision(
         reason=reason,

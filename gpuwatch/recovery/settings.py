@@ -10,7 +10,8 @@ from typing import Any
 from gpuwatch.recovery.policy import PolicyConfig
 
 #: Keys a job may override (`gpuwatch run --max-restarts`, `--policy KEY=VALUE`), besides `overrides`.
-JOB_KEYS = frozenset(f.name for f in fields(PolicyConfig)) - {"paused", "loop_exempt"}
+#: `silent_node_wait_s` is the server's, bounded by every supervisor's decision timeout: not a job's.
+JOB_KEYS = frozenset(f.name for f in fields(PolicyConfig)) - {"paused", "loop_exempt", "silent_node_wait_s"}
 
 
 def policy_config(base: PolicyConfig, job: Mapping[str, Any] | None = None, *, paused: bool = False) -> PolicyConfig:

@@ -27,7 +27,7 @@ from gpuwatch.diagnosis.model import Diagnosis as Result
 from gpuwatch.diagnosis.model import LogSource
 from gpuwatch.diagnosis.xid import xid_event_line
 from gpuwatch.recovery import Decision, exit_failed
-from server.incidents import recover, snapshot
+from server.incidents import recover, silent_nodes, snapshot
 from server.incidents.context import IncidentContext
 from server.notify import notices
 from server.store.db import lock, transaction
@@ -117,10 +117,15 @@ def open_incident(
         if _store(ctx, incident_id, result):
             _recover(ctx, incident_id, run_id, result, checkpoint, local)
         return incident_id
-    timer = threading.Timer(settle, advance, args=(ctx, incident_id))
+    _wake(ctx, incident_id, settle)
+    return incident_id
+
+
+def _wake(ctx: IncidentContext, incident_id: int, after_s: float) -> None:
+    """Advance the incident after ``after_s`` in this process; its `due_at` says so for any other."""
+    timer = threading.Timer(after_s, advance, args=(ctx, incident_id))
     timer.daemon = True
     timer.start()
-    return incident_id
 
 
 def advance(ctx: IncidentContext, incident_id: int) -> None:
@@ -136,6 +141,9 @@ def advance(ctx: IncidentContext, incident_id: int) -> None:
             state, run_id, inputs = incident.state, incident.run_id, incident.inputs or {}
         checkpoint = inputs.get("checkpoint")
         if state == "open":
+            if (wait := silent_nodes.hold(ctx, incident_id)) is not None:  # a node's agent is silent
+                _wake(ctx, incident_id, wait)
+                return
             streams = [StreamExit(*s) for s in inputs.get("streams") or []]
             result = diagnose_incident(ctx, incident_id, streams)
             if result is None:
@@ -207,11 +215,12 @@ def diagnose_incident(ctx: IncidentContext, incident_id: int, streams: Sequence[
         node = session.get(Node, incident.node_id)
         assert node is not None
         sources, times = incident_sources(session, incident, streams)
-        node_name = node.name
+        node_name, inputs = node.name, incident.inputs
     rules_dir = ctx.settings.rules_dir
     result = diagnose(sources, llm=_llm(ctx.settings.llm), rules_dir=str(rules_dir) if rules_dir else None)
     if result.node is None:
         result = replace(result, node=node_name)
+    result = silent_nodes.flag(result, inputs)
     return result if _store(ctx, incident_id, result, times) else None
 
 

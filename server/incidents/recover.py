@@ -34,7 +34,7 @@ from gpuwatch.recovery.settings import policy_config
 from gpuwatch.taxonomy import REASONS
 from server.executors import registry
 from server.executors.base import ActionResult, Executor, JobTarget
-from server.incidents import snapshot
+from server.incidents import silent_nodes, snapshot
 from server.incidents.context import IncidentContext
 from server.notify import notices
 from server.store.audit import audit
@@ -108,6 +108,7 @@ def decide_for_run(
             checkpoint_step=(checkpoint or {}).get("step"),
             restart_nodes=_local_node(session, job, run),
             resumed_from=run.resume_from,
+            silent_nodes=silent_nodes.still_silent(incident),
         )
         todo = _record(session, ctx, incident, job, run, decision, checkpoint, actor="server")
     _carry_out(ctx, todo)
