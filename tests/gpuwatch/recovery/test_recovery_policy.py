@@ -236,6 +236,23 @@ def test_an_executor_confined_to_the_excluded_node_does_not_restart_there() -> N
     assert _decide("gpu_hardware", node="n1").restart, "a scheduler places the restart elsewhere"
 
 
+def test_a_node_whose_agent_is_silent_is_never_restarted_onto() -> None:
+    """Its logs are unseen, so a plain restart excludes it too; confined to it, the executor stops."""
+    d = _decide("cuda_error", node="n1", silent_nodes=("n2",))
+    assert (d.restart, d.exclude_nodes, d.outcome) == (True, ("n2",), "restart_exclude_node")
+    assert d.why.endswith(", excluding n2 (agent silent: its logs unseen)")
+    d = _decide("gpu_hardware", node="n1", silent_nodes=("n1", "n3"))
+    assert d.exclude_nodes == ("n1", "n3") and d.why.endswith(
+        ", excluding n1, excluding n3 (agent silent: its logs unseen)"
+    )
+    d = _decide("cuda_error", restart_nodes=("n1",), silent_nodes=("n1",))
+    assert (d.restart, d.rule) == (False, "no_node")
+    assert d.why == (
+        "cuda_error (infrastructure): not restarting, the executor can restart only on n1, which is excluded "
+        "(its agent is silent: what it logged is unseen); move the job to another node"
+    )
+
+
 def test_pause_switch_stops_every_restart_and_alerts() -> None:
     d = _decide("preempted", config=PolicyConfig(paused=True))
     assert (d.restart, d.alert, d.rule, d.outcome) == (False, True, "paused", "stop")
