@@ -136,15 +136,24 @@ def test_migration_0005_keeps_node_tokens_and_its_downgrade_drops_admin_tokens(e
         upgrade(empty_db_url, "0005")
         with engine.connect() as conn:
             assert conn.execute(text("SELECT role, name FROM api_tokens")).all() == [("node", None)]
+        # An admin token as 0005 stores it (raw SQL: today's models describe the head schema, not 0005's).
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO api_tokens (node_id, role, name, token_hash, prefix, created_at) "
+                    "VALUES (NULL, 'admin', 'alice', :h, 'gwa_new', :t)"
+                ),
+                {"h": "1" * 64, **now},
+            )
+        downgrade(empty_db_url, "0004")
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT node_id, prefix FROM api_tokens")).all() == [(1, "gwn_old")]
+        upgrade(empty_db_url, "head")
         with transaction(sessions) as s:
             admin = create_admin_token(s, "alice")
         with sessions() as s:
             info, node = lookup(s, admin)  # type: ignore[misc]
             assert (info.role, info.name, info.node_id, node) == ("admin", "alice", None, None)
-        downgrade(empty_db_url, "0004")
-        with engine.connect() as conn:
-            assert conn.execute(text("SELECT node_id, prefix FROM api_tokens")).all() == [(1, "gwn_old")]
-        upgrade(empty_db_url, "head")
     finally:
         engine.dispose()
 
