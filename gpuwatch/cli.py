@@ -42,20 +42,45 @@ def diagnose(
     ],
     format: Annotated[str, typer.Option("--format", help="text or json")] = "text",
     rules_dir: Annotated[Path | None, typer.Option(help="extra rules (*.toml)", envvar="GPUWATCH_RULES_DIR")] = None,
+    llm_url: Annotated[str | None, typer.Option(help="the LLM's OpenAI-compatible endpoint (llm_base_url)")] = None,
+    llm_model: Annotated[str | None, typer.Option(help="the model the endpoint serves (llm_model)")] = None,
+    llm_timeout: Annotated[
+        float | None, typer.Option(help="the LLM's deadline, seconds (llm_timeout_s)", min=0.001)
+    ] = None,
+    llm_budget: Annotated[
+        int | None, typer.Option(help="tokens of log excerpt and examples in the prompt (llm_budget_tokens)")
+    ] = None,
+    llm_min_confidence: Annotated[
+        float | None, typer.Option(help="use the LLM's answer only at or above this (llm_min_confidence)")
+    ] = None,
 ) -> None:
     """Say why a run failed: one reason of the failure taxonomy, with the evidence lines.
 
-    Needs no server; the LLM analyser is asked only when GPUWATCH_LLM_BASE_URL and GPUWATCH_LLM_MODEL
-    are set and the rules are not confident."""
+    Needs no server; the LLM analyser is asked only when an endpoint and a model are configured
+    (GPUWATCH_LLM_BASE_URL and GPUWATCH_LLM_MODEL, the GPUWATCH_CONFIG file, or --llm-url and
+    --llm-model) and the rules are not confident."""
     import json
+
+    from pydantic import ValidationError
 
     from gpuwatch.diagnosis.diagnose import diagnose as run_diagnosis
     from gpuwatch.diagnosis.diagnose import read_sources
 
     if format not in ("text", "json"):
         raise typer.BadParameter("--format must be text or json")
+    try:
+        settings = load_settings(
+            llm_base_url=llm_url,
+            llm_model=llm_model,
+            llm_timeout_s=llm_timeout,
+            llm_budget_tokens=llm_budget,
+            llm_min_confidence=llm_min_confidence,
+        ).llm
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise typer.BadParameter(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
     llm = None
-    if (settings := Settings().llm).enabled:  # the environment, or the GPUWATCH_CONFIG file
+    if settings.enabled:
         from gpuwatch.diagnosis.llm import LlmAnalyser
 
         llm = LlmAnalyser.from_settings(settings)
@@ -79,6 +104,9 @@ def diagnose(
         typer.echo(f"why: {result.explanation}")
     if result.rules_guess:
         typer.echo(f"the rules' best guess: {result.rules_guess}")
+    if "model" in result.extra:
+        used = "used" if result.extra.get("used") else "not used"
+        typer.echo(f"LLM {result.extra['model']}: {result.extra.get('llm_seconds', 0):.1f} s, answer {used}")
     for e in result.evidence:
         typer.echo(f"  {e.file}:{e.line}: {e.text}")
 

@@ -193,7 +193,16 @@ class LlmSettings(_Group):
     model: str | None = Field(default=None, description="the model name the endpoint serves")
     api_key: SecretStr | None = Field(default=None, description="its key, if it needs one (environment only)")
     timeout_s: float = Field(default=20.0, gt=0, description="the analyser's deadline per question")
-    budget_tokens: int = Field(default=3000, ge=100, description="how much of the log excerpt the prompt may hold")
+    budget_tokens: int = Field(
+        default=3000, ge=100, description="how much of the log excerpt (and few-shot examples) the prompt may hold"
+    )
+    min_confidence: float = Field(
+        default=0.6,
+        ge=0,
+        le=1,
+        description="the LLM's answer is used only at or above this confidence (one that cites no line of the "
+        "log is worth at most 0.5)",
+    )
 
     @property
     def enabled(self) -> bool:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from gpuwatch.config import Settings
+from gpuwatch.config import LlmSettings, Settings
 from gpuwatch.protocol import GpuSample
 from server.detect.hangs import HangDetector
 from server.detect.metrics import DetectMetrics
@@ -50,6 +51,9 @@ from server.telemetry.job_tracker import JobTracker
 from server.telemetry.labels import LabelBudget
 from server.telemetry.latest import Telemetry
 from server.telemetry.restore import restore
+
+if TYPE_CHECKING:
+    from gpuwatch.diagnosis.llm import LlmAnalyser
 
 log = logging.getLogger("gpuwatch.server")
 
@@ -137,7 +141,9 @@ def build(settings: Settings) -> Services:
     rollups = RollupBuffer(server.rollup_flush_s)
     notifier = Notifier.from_settings(settings, registry)
 
-    incidents = IncidentContext(settings, sessions, IncidentMetrics(registry), telemetry, jobs, notifier=notifier)
+    incidents = IncidentContext(
+        settings, sessions, IncidentMetrics(registry), telemetry, jobs, notifier=notifier, llm=_llm(settings.llm)
+    )
     registry.register(IncidentCollector(sessions))
     registry.register(CorrectionsCollector(sessions))
     registry.register(OpenIncidentCollector(sessions))
@@ -203,3 +209,13 @@ def _load_checkpoints(sessions: sessionmaker[Session], jobs: JobTracker) -> None
     with sessions() as session:
         for name, step, at, size, _ in latest_checkpoints(session, since):
             jobs.note_checkpoint(name, step, at.timestamp(), size)
+
+
+def _llm(settings: LlmSettings) -> LlmAnalyser | None:
+    """The one LLM analyser of the process, when the `llm` settings configure one (imported only then:
+    openai is slow to load). One for all incidents: its cache of answers lasts as long as the server."""
+    if not settings.enabled:
+        return None
+    from gpuwatch.diagnosis.llm import LlmAnalyser
+
+    return LlmAnalyser.from_settings(settings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,32 @@ def diagnose(sources: list[LogSource], llm: LlmAnalyser | None = None, rules_dir
     rules = diagnose_rules(sources, rules_dir)
     if llm is None or rules.confidence >= CONFIDENT:
         return rules
-    return llm.analyse(sources, rules)
+    return combine(rules, llm.analyse(sources, rules), llm.min_confidence)
+
+
+def combine(rules: Diagnosis, answer: Diagnosis, min_confidence: float) -> Diagnosis:
+    """The one place where the rules' answer and the LLM's meet: the LLM's is used when it names a
+    reason with at least ``min_confidence``; otherwise the result is `unknown`, with the rules' guess
+    and what the model thought. ``extra["used"]`` says which (with the model and its time)."""
+    used = answer.reason != "unknown" and answer.confidence >= min_confidence
+    extra = {**answer.extra, "used": used}
+    if used or answer.reason == "unknown":  # the analyser's own `unknown` carries the rules' guess already
+        return replace(answer, extra=extra)
+    why = (
+        f"the LLM's answer {answer.reason} (confidence {answer.confidence:.2f}) is under the threshold "
+        f"{min_confidence:.2f}, so it is not used"
+    )
+    return Diagnosis(
+        reason="unknown",
+        confidence=0.0,
+        source="llm",
+        evidence=rules.evidence,
+        node=rules.node,
+        rank=rules.rank,
+        explanation=f"{why}; it said: {answer.explanation}" if answer.explanation else why,
+        rules_guess=rules.reason if rules.reason != "unknown" else rules.rules_guess,
+        extra={**extra, "llm_reason": answer.reason, "llm_confidence": answer.confidence},
+    )
 
 
 def diagnose_silence(node: str, silent_s: float, timeout_s: float) -> Diagnosis:

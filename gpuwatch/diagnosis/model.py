@@ -71,7 +71,9 @@ class Diagnosis:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The stable shape of DESIGN.md (`gpuwatch diagnose --format json`), plus explanation fields."""
+        """The stable shape of DESIGN.md (`gpuwatch diagnose --format json`), plus explanation fields;
+        when the LLM was asked, also its model, its time and whether its answer was used."""
+        llm = {k: self.extra[k] for k in ("model", "llm_seconds", "used", "cached") if k in self.extra}
         return {
             "reason": self.reason,
             "category": self.category,
@@ -84,4 +86,4 @@ class Diagnosis:
             "explanation": self.explanation,
             "rule": self.rule_id,
             "rules_guess": self.rules_guess,
-        }
+        } | llm

@@ -1,11 +1,13 @@
 """What the incident pipeline works with, handed to it once by the composition root (server/services.py):
-the database, its own metrics, where notices go, and the in-memory state it reads (the node's recent GPU
-samples for the snapshot, the job's last steps for the lost work)."""
+the database, its own metrics, where notices go, the in-memory state it reads (the node's recent GPU
+samples for the snapshot, the job's last steps for the lost work) and the LLM analyser, one for the
+process so that its cache of answers outlives each incident."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -14,6 +16,9 @@ from server.incidents.metrics import IncidentMetrics
 from server.notify.webhooks import Notifier
 from server.telemetry.job_tracker import JobTracker
 from server.telemetry.latest import Telemetry
+
+if TYPE_CHECKING:
+    from gpuwatch.diagnosis.llm import LlmAnalyser
 
 
 class DecisionBoard:
@@ -43,3 +48,4 @@ class IncidentContext:
     jobs: JobTracker  # the job's last steps (lost work) and failures (MTBF)
     decided: DecisionBoard = field(default_factory=DecisionBoard)
     notifier: Notifier | None = None
+    llm: LlmAnalyser | None = None  # None: the LLM path is off

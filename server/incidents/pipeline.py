@@ -16,12 +16,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpuwatch.config import LlmSettings
 from gpuwatch.diagnosis.diagnose import diagnose
 from gpuwatch.diagnosis.model import Diagnosis as Result
 from gpuwatch.diagnosis.model import LogSource
@@ -32,9 +31,6 @@ from server.incidents.context import IncidentContext
 from server.notify import notices
 from server.store.db import lock, transaction
 from server.store.models import Diagnosis, EventRow, Incident, LogLineRow, Node, Run, utcnow
-
-if TYPE_CHECKING:
-    from gpuwatch.diagnosis.llm import LlmAnalyser
 
 log = logging.getLogger("gpuwatch.server.incidents")
 
@@ -217,7 +213,7 @@ def diagnose_incident(ctx: IncidentContext, incident_id: int, streams: Sequence[
         sources, times = incident_sources(session, incident, streams)
         node_name, inputs = node.name, incident.inputs
     rules_dir = ctx.settings.rules_dir
-    result = diagnose(sources, llm=_llm(ctx.settings.llm), rules_dir=str(rules_dir) if rules_dir else None)
+    result = diagnose(sources, llm=ctx.llm, rules_dir=str(rules_dir) if rules_dir else None)
     if result.node is None:
         result = replace(result, node=node_name)
     result = silent_nodes.flag(result, inputs)
@@ -292,15 +288,6 @@ def _xid_event_lines(session: Session, node_id: int, since: datetime) -> list[tu
     return [
         (xid_event_line(r.gpu_index, int(r.data.get("xid", 0)), r.message), r.ts) for r in rows if r.data.get("xid")
     ]
-
-
-def _llm(settings: LlmSettings) -> LlmAnalyser | None:
-    """The analyser when the `llm` settings configure one (imported only then: openai is slow to load)."""
-    if not settings.enabled:
-        return None
-    from gpuwatch.diagnosis.llm import LlmAnalyser
-
-    return LlmAnalyser.from_settings(settings)
 
 
 def _store(ctx: IncidentContext, incident_id: int, result: Result, times: dict[str, list[float]] | None = None) -> bool:

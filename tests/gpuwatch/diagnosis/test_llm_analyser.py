@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 
 from gpuwatch.config import LlmSettings, Settings
+from gpuwatch.diagnosis.diagnose import diagnose
+from gpuwatch.diagnosis.examples import load_examples
 from gpuwatch.diagnosis.excerpt import build_excerpt
-from gpuwatch.diagnosis.llm import LlmAnalyser, system_prompt
+from gpuwatch.diagnosis.llm import AnswerCache, LlmAnalyser, system_prompt
 from gpuwatch.diagnosis.model import Diagnosis, Evidence, LogSource
 from gpuwatch.taxonomy import REASONS
 from tests.helpers import free_port
@@ -59,7 +61,8 @@ def run_logs(seed: int = 1, iterations: int = 200, extra_rank0: tuple[str, ...] 
 
 
 def user_message(request: dict[str, Any]) -> str:
-    return next(m["content"] for m in request["messages"] if m["role"] == "user")
+    """The question: the last user message (the few-shot examples' come before it)."""
+    return [m["content"] for m in request["messages"] if m["role"] == "user"][-1]
 
 
 def system_message(request: dict[str, Any]) -> str:
@@ -144,7 +147,7 @@ def test_a_valid_answer_is_used_with_its_evidence_and_the_taxonomy_action(analys
 
     (request,) = llm.requests
     assert request["model"] == "test-model"
-    assert request["response_format"] == {"type": "json_object"}
+    assert request["response_format"]["type"] == "json_schema"
     assert request["temperature"] == 0
     assert "nccl_timeout" in user_message(request)  # the rules' guess is given as a hint
 
@@ -370,5 +373,131 @@ def test_the_analyser_is_configured_by_the_llm_settings_and_off_without_them(mon
     monkeypatch.setenv("GPUWATCH_LLM__MODEL", "m")  # the nested spelling works as well as the flat one
     monkeypatch.setenv("GPUWATCH_LLM_API_KEY", "k")
     monkeypatch.setenv("GPUWATCH_LLM_TIMEOUT_S", "3")
+    monkeypatch.setenv("GPUWATCH_LLM_BUDGET_TOKENS", "2000")
+    monkeypatch.setenv("GPUWATCH_LLM_MIN_CONFIDENCE", "0.8")
     analyser = LlmAnalyser.from_settings(Settings().llm)
     assert analyser is not None and analyser.model == "m" and analyser.timeout_s == 3.0
+    assert (analyser.budget_tokens, analyser.min_confidence) == (2000, 0.8)
+    monkeypatch.setenv("GPUWATCH_LLM_MIN_CONFIDENCE", "1.5")
+    with pytest.raises(ValueError, match="min_confidence"):
+        Settings()
+
+
+# --- the schema, the few-shot examples, the threshold ---------------------------------------------------
+
+#: A run whose logs no rule explains: what the LLM is asked about.
+ODD = [LogSource("rank0.log", ["step 1 loss 2.000", "step 2 loss 1.990", "worker stopped: E_WEIRD_42"], rank=0)]
+
+
+def test_the_answer_is_asked_for_in_a_schema_of_taxonomy_reasons_and_the_excerpts_line_ids(analyse: Analyse) -> None:
+    result, llm = analyse(answer(reason="gpu_hardware", confidence=0.9, evidence=["<xid>"]))
+    assert result.reason == "gpu_hardware"
+    (request,) = llm.requests
+    fmt = request["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["name"]
+    schema = fmt["json_schema"]["schema"]
+    props = schema["properties"]
+    assert props["reason"]["enum"] == list(REASONS) and "unknown" in props["reason"]["enum"]
+    ids_in_question = re.findall(r"^(L\d+) \| ", user_message(request), re.M)
+    assert props["evidence"]["items"]["enum"] == ids_in_question
+    assert set(schema["required"]) == set(props) == {"reason", "evidence", "confidence", "explanation"}
+    assert schema["additionalProperties"] is False
+    assert "action" not in props  # nothing to say about the action, even for a server that follows it
+
+
+def test_free_form_json_is_asked_for_when_the_analyser_is_not_constrained() -> None:
+    with FakeLlmServer(answer(reason="gpu_hardware", confidence=0.9, evidence=["<xid>"])) as llm:
+        result = LlmAnalyser(llm.base_url, "m", constrained=False).analyse(run_logs(), RULES)
+    assert llm.requests[0]["response_format"] == {"type": "json_object"}
+    assert result.reason == "gpu_hardware"
+
+
+def test_few_shot_examples_come_before_the_question_and_each_answers_inside_the_taxonomy(analyse: Analyse) -> None:
+    _, llm = analyse(answer(reason="gpu_hardware", confidence=0.9, evidence=["<xid>"]))
+    (request,) = llm.requests
+    roles = [m["role"] for m in request["messages"]]
+    shots = (len(roles) - 2) // 2
+    assert shots == len(load_examples()) >= 3
+    assert roles == ["system", *(["user", "assistant"] * shots), "user"]
+    seen = set()
+    for question, reply in zip(request["messages"][1:-1:2], request["messages"][2:-1:2], strict=True):
+        shown = json.loads(reply["content"])
+        assert shown["reason"] in REASONS and shown["evidence"]
+        for lid in shown["evidence"]:  # the ids the example's own excerpt gave its cited lines
+            assert re.search(rf"^{lid} \| ", question["content"], re.M)
+        assert "<<<LOG example" in question["content"]
+        seen.add(shown["reason"])
+    assert len(seen) == shots, "each example shows another reason"
+
+
+def test_the_examples_are_left_out_when_the_budget_has_no_room_for_them() -> None:
+    with FakeLlmServer(answer(reason="gpu_hardware", confidence=0.9, evidence=["<xid>"])) as llm:
+        LlmAnalyser(llm.base_url, "m", budget_tokens=300).analyse(run_logs(iterations=5000), RULES)
+        LlmAnalyser(llm.base_url, "m", examples=False).analyse(run_logs(), RULES)
+    for request in llm.requests:
+        assert [m["role"] for m in request["messages"]] == ["system", "user"]
+    assert len(user_message(llm.requests[0])) / 4 <= 300
+
+
+def test_the_examples_and_the_excerpt_together_keep_to_the_budget(analyse: Analyse) -> None:
+    _, llm = analyse(answer(reason="gpu_hardware", confidence=0.9, evidence=["<xid>"]), sources=run_logs(50_000))
+    (request,) = llm.requests
+    chat = [m["content"] for m in request["messages"][1:]]
+    assert len(chat) > 1, "a quarter of the budget is kept for examples"
+    assert sum(len(c) for c in chat) / 4 <= 3000
+
+
+def test_the_shipped_examples_cite_lines_of_their_own_logs() -> None:
+    for example in load_examples():
+        assert example.reason in REASONS and example.reason != "unknown"
+        lines = {line for s in example.sources for line in s.lines}
+        assert example.evidence and set(example.evidence) <= lines
+        assert 0 < example.confidence <= 1
+
+
+@pytest.mark.parametrize(
+    ("confidence", "threshold", "used"), [(0.9, 0.6, True), (0.6, 0.6, True), (0.59, 0.6, False), (0.95, 1.0, False)]
+)
+def test_the_answer_is_used_only_at_or_above_the_threshold(confidence: float, threshold: float, used: bool) -> None:
+    def script(request: dict[str, Any]) -> tuple[int, str | None]:
+        cited = line_id(request, "E_WEIRD_42")
+        return 200, json.dumps({"reason": "script_error", "confidence": confidence, "evidence": [cited]})
+
+    with FakeLlmServer(script) as llm:
+        result = diagnose(ODD, llm=LlmAnalyser(llm.base_url, "m", min_confidence=threshold))
+    assert result.extra["used"] is used and result.extra["model"] == "m"
+    assert result.to_json()["used"] is used and result.to_json()["model"] == "m"
+    assert isinstance(result.to_json()["llm_seconds"], float)
+    if used:
+        assert (result.reason, result.source, result.confidence) == ("script_error", "llm", confidence)
+        assert [e.text for e in result.evidence] == ["worker stopped: E_WEIRD_42"]
+    else:
+        assert (result.reason, result.confidence, result.source) == ("unknown", 0.0, "llm")
+        assert result.action == REASONS["unknown"].action
+        assert f"{threshold:.2f}" in result.explanation and "script_error" in result.explanation
+        assert (result.extra["llm_reason"], result.extra["llm_confidence"]) == ("script_error", confidence)
+
+
+def test_a_failed_or_unknown_answer_is_not_used() -> None:
+    with FakeLlmServer(lambda request: (500, None)) as llm:
+        failed = diagnose(ODD, llm=LlmAnalyser(llm.base_url, "m"))
+    with FakeLlmServer(answer(reason="unknown", confidence=0.9, evidence=[])) as llm:
+        unknown = diagnose(ODD, llm=LlmAnalyser(llm.base_url, "m"))
+    for result in (failed, unknown):
+        assert result.reason == "unknown" and result.extra["used"] is False and result.to_json()["used"] is False
+
+
+def test_a_confident_rules_answer_does_not_ask_the_llm() -> None:
+    with FakeLlmServer(answer(reason="script_error", confidence=1.0, evidence=[])) as llm:
+        result = diagnose(run_logs(), llm=LlmAnalyser(llm.base_url, "m"))
+    assert llm.requests == [] and result.source == "rules"
+    assert not {"model", "used", "llm_seconds"} & set(result.to_json())
+
+
+def test_the_cache_keeps_the_latest_used_answers_up_to_its_size() -> None:
+    cache = AnswerCache(size=2)
+    cache["a"], cache["b"] = {"n": 1}, {"n": 2}
+    assert cache["a"] == {"n": 1}  # a is now the latest used
+    cache["c"] = {"n": 3}
+    assert sorted(cache) == ["a", "c"] and len(cache) == 2
+    assert cache.get("b") is None

@@ -667,7 +667,7 @@ def test_the_llm_is_sent_scrubbed_lines_through_the_real_client(monkeypatch: pyt
 
     def script(request: dict) -> tuple[int, str]:
         """Cite the Xid line and a line that held a secret, by the ids the prompt gave them."""
-        user = next(m["content"] for m in request["messages"] if m["role"] == "user")
+        user = [m["content"] for m in request["messages"] if m["role"] == "user"][-1]  # after the examples
         cited = [m.group(1) for m in re.finditer(r"^(L\d+) \| .*(?:Xid|HF_TOKEN)", user, re.M)]
         return 200, json.dumps({"reason": "gpu_hardware", "confidence": 0.9, "evidence": cited, "explanation": "x"})
 
