@@ -4,6 +4,8 @@ from the logs the agent streamed, within 2 s of the exit (issue 4, acceptance 4)
 from __future__ import annotations
 
 import itertools
+import json
+import re
 import time
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuwatch.config import Settings
 from gpuwatch.protocol import Batch, LogLine
 from tests.helpers import InProcessServer, Proc, free_port, migrated_sqlite, new_token, start_server, wait_until
+from tests.llm_server import FakeLlmServer
 
 JOB_LINES = [
     "[rank0]: iteration      100/  500000 | lm loss: 2.131E+00 | grad norm: 0.412 |",
@@ -167,3 +170,43 @@ def test_an_xid_logged_before_the_run_started_is_not_blamed(settings: Settings) 
             d = failed_run("run/b/stderr", xid_during_run=True)
             assert (d["reason"], d["node"]) == ("gpu_hardware", "gpu-node-08")
             assert [e["text"] for e in d["evidence"] if e["file"] == "kernel"] == [KERNEL_LINE]
+
+
+def test_the_server_asks_the_llm_once_for_the_same_failure_in_two_incidents(settings: Settings) -> None:
+    """The composition root builds one LLM analyser for the process, so its cache of answers outlives an
+    incident: the same unexplained failure in a second run is answered without asking the model again."""
+    odd = "[rank0]: worker stopped: E_WEIRD_42 in the data service"
+
+    def script(request: dict) -> tuple[int, str]:
+        question = [m["content"] for m in request["messages"] if m["role"] == "user"][-1]
+        lid = re.search(r"^(L\d+) \| .*E_WEIRD_42", question, re.M)
+        assert lid is not None
+        return 200, json.dumps({"reason": "dataloader_error", "confidence": 0.9, "evidence": [lid.group(1)]})
+
+    with FakeLlmServer(script) as llm:
+        fast = settings.replace(incident_settle_s=0.05, llm_base_url=llm.base_url, llm_model="m")
+        with InProcessServer(fast) as srv:
+            analyser = srv.services.incidents.llm
+            assert analyser is not None and analyser.model == "m"
+            token = new_token(fast.effective_database_url, "gpu-node-09")
+            with httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {token}"}, timeout=10) as node:
+                diagnoses = []
+                for k, stream in enumerate(("run/a/stderr", "run/b/stderr")):
+                    run = node.post("/api/v1/runs", json={"job": "llama-70b"}).json()
+                    lines = [f"[rank0]: step {k * 100 + i} loss {2 - i / 100:.2f}" for i in range(5)] + [odd]
+                    logs = [LogLine(stream=stream, seq=i, ts=time.time(), text=t) for i, t in enumerate(lines)]
+                    batch = Batch(batch_id=k + 1, logs=logs)
+                    assert node.post("/api/v1/ingest", content=batch.model_dump_json()).status_code == 200
+                    ended = node.post(f"/api/v1/runs/{run['id']}/exit", json={"exit_code": 1, "streams": [stream]})
+                    incident = ended.json()["incident_id"]
+                    diagnoses.append(
+                        wait_until(
+                            lambda incident=incident: node.get(f"/api/v1/incidents/{incident}").json()["diagnosis"],
+                            what="the run's diagnosis",
+                        )
+                    )
+            assert srv.services.incidents.llm is analyser and len(analyser.cache) == 1
+    assert len(llm.requests) == 1, "the second incident's answer came from the cache"
+    for d in diagnoses:
+        assert (d["reason"], d["source"]) == ("dataloader_error", "llm")
+        assert [e["text"] for e in d["evidence"]] == [odd]
