@@ -13,7 +13,8 @@ from sqlalchemy.pool import NullPool
 
 from gpuwatch.config import Settings
 from server.store.migrate import upgrade
-from tests.helpers import InProcessServer, migrated_sqlite
+from tests.helpers import REQUIRE_TOOLS_ENV, InProcessServer, migrated_sqlite
+from tests.local_llm import LocalLlm, local_llm, missing
 from tests.slurm_cluster import SlurmCluster, slurm_cluster
 
 os.environ.pop("GPUWATCH_CONFIG", None)  # a developer's own config must not leak into tests
@@ -109,3 +110,16 @@ def slurm_session() -> Iterator[SlurmCluster]:
 def slurm(slurm_session: SlurmCluster) -> Iterator[SlurmCluster]:
     yield slurm_session
     slurm_session.reset()
+
+
+@pytest.fixture(scope="session")
+def real_llm() -> Iterator[LocalLlm]:
+    """One real small LLM (tests/local_llm.py) for the whole run; skipped without llama-cpp-python and
+    the model, or failed where GPUWATCH_TEST_REQUIRE_TOOLS=1 (CI installs both with the test extra)."""
+    reason = missing()
+    if reason is not None:
+        if os.environ.get(REQUIRE_TOOLS_ENV) == "1":
+            pytest.fail(f"{reason} [{REQUIRE_TOOLS_ENV}=1]", pytrace=False)
+        pytest.skip(reason)
+    with local_llm() as llm:
+        yield llm

@@ -12,7 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-#: (request body) -> (HTTP status, the assistant message's content or None)
+#: (request body) -> (HTTP status, the assistant message's content or None; for another status than 200,
+#: the error message or None)
 Script = Callable[[dict[str, Any]], tuple[int, str | None]]
 
 
@@ -62,7 +63,8 @@ class FakeLlmServer:
                     return
                 status, content = server.script(request)
                 if status != 200:
-                    self._send(status, {"error": {"message": "scripted failure", "type": "server_error"}})
+                    error = {"message": content or "scripted failure", "type": "server_error"}
+                    self._send(status, {"error": error})
                     return
                 self._send(
                     200,

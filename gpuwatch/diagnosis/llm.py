@@ -213,6 +213,13 @@ def _shots() -> tuple[_Shot, ...]:
     return tuple(shots)
 
 
+def _rejects_the_format(exc: openai.APIStatusError) -> bool:
+    """Whether the server refused the request's shape (llama-cpp-python: HTTP 500 naming response_format)
+    rather than failed to answer it."""
+    text = f"{exc.message} {exc.body}"
+    return exc.status_code in (400, 422) or "response_format" in text or "json_schema" in text
+
+
 def _parse(content: str | None) -> dict[str, Any]:
     text = (content or "").strip()
     if not text:
@@ -290,6 +297,7 @@ class LlmAnalyser:
         self.constrained = constrained
         self.examples = examples
         self.cache: MutableMapping[str, dict] = AnswerCache() if cache is None else cache
+        self._schema_in_json_object = False  # learnt from the server's refusal of the json_schema form
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
 
     @classmethod
@@ -349,31 +357,44 @@ class LlmAnalyser:
         for shot in shots:
             messages += [{"role": "user", "content": shot.user}, {"role": "assistant", "content": shot.assistant}]
         messages.append({"role": "user", "content": question})
-        if self.constrained:
-            schema = answer_schema(list(excerpt.lines))
-            response_format: dict[str, Any] = {
-                "type": "json_schema",
-                "json_schema": {"name": "diagnosis", "schema": schema},
-            }
-        else:
-            response_format = {"type": "json_object"}
-        try:
-            response = self._client.chat.completions.create(
-                model=self.model,
-                messages=messages,  # type: ignore[arg-type]
-                response_format=response_format,  # type: ignore[arg-type]
-                temperature=0,
-                max_tokens=_MAX_ANSWER_TOKENS,
-            )
-        except openai.APITimeoutError:
-            raise _Failed(f"the LLM did not answer within {self.timeout_s:g} s") from None
-        except openai.APIConnectionError as exc:
-            raise _Failed(f"could not reach the LLM at {self.base_url}: {exc}") from None
-        except openai.APIStatusError as exc:
-            raise _Failed(f"the LLM server answered HTTP {exc.status_code}") from None
+        deadline = time.monotonic() + self.timeout_s
+        forms = self._response_formats(excerpt)
+        for k, response_format in enumerate(forms):
+            try:
+                response = self._client.chat.completions.create(
+                    model=self.model,
+                    messages=messages,  # type: ignore[arg-type]
+                    response_format=response_format,  # type: ignore[arg-type]
+                    temperature=0,
+                    max_tokens=_MAX_ANSWER_TOKENS,
+                    timeout=max(0.001, deadline - time.monotonic()),
+                )
+            except openai.APITimeoutError:
+                raise _Failed(f"the LLM did not answer within {self.timeout_s:g} s") from None
+            except openai.APIConnectionError as exc:
+                raise _Failed(f"could not reach the LLM at {self.base_url}: {exc}") from None
+            except openai.APIStatusError as exc:
+                if k + 1 < len(forms) and _rejects_the_format(exc):
+                    continue  # the schema in the older form, within what is left of the same deadline
+                raise _Failed(f"the LLM server answered HTTP {exc.status_code}") from None
+            if k > 0:
+                self._schema_in_json_object = True  # this server's form, from now on
+            break
         if not response.choices:
             raise _Failed("the LLM gave an empty answer")
         return _parse(response.choices[0].message.content)
+
+    def _response_formats(self, excerpt: Excerpt) -> list[dict[str, Any]]:
+        """The ``response_format``s to try in turn. The schema goes first in the OpenAI form (``json_schema``:
+        OpenAI, vLLM, llama.cpp's own server), then, if the server refuses that, in the older form that
+        llama-cpp-python's server reads (``json_object`` with a ``schema``)."""
+        if not self.constrained:
+            return [{"type": "json_object"}]
+        schema = answer_schema(list(excerpt.lines))
+        older = {"type": "json_object", "schema": schema}
+        if self._schema_in_json_object:
+            return [older]
+        return [{"type": "json_schema", "json_schema": {"name": "diagnosis", "schema": schema}}, older]
 
     def _diagnosis(
         self,

@@ -501,3 +501,25 @@ def test_the_cache_keeps_the_latest_used_answers_up_to_its_size() -> None:
     cache["c"] = {"n": 3}
     assert sorted(cache) == ["a", "c"] and len(cache) == 2
     assert cache.get("b") is None
+
+
+def test_a_server_that_refuses_the_json_schema_form_gets_the_schema_in_the_older_form_from_then_on() -> None:
+    """llama-cpp-python's server reads a schema only as {"type": "json_object", "schema": ...} and answers the
+    OpenAI form with HTTP 500 naming response_format: the analyser asks again at once, within the same
+    deadline, and asks that server in its form from then on."""
+    good = answer(reason="gpu_hardware", confidence=0.9, evidence=["<xid>"])
+
+    def script(request: dict[str, Any]) -> tuple[int, str | None]:
+        if request["response_format"]["type"] != "json_object":
+            return 500, "1 validation error: ('body', 'response_format', 'type'): Input should be 'json_object'"
+        return good(request)
+
+    with FakeLlmServer(script) as llm:
+        analyser = LlmAnalyser(llm.base_url, "m")
+        first = analyser.analyse(run_logs(seed=1), RULES)
+        second = analyser.analyse(run_logs(extra_rank0=("Segmentation fault",)), RULES)
+    assert (first.reason, second.reason) == ("gpu_hardware", "gpu_hardware")
+    assert [r["response_format"]["type"] for r in llm.requests] == ["json_schema", "json_object", "json_object"]
+    older = llm.requests[1]["response_format"]["schema"]
+    assert older == llm.requests[0]["response_format"]["json_schema"]["schema"]
+    assert older["properties"]["reason"]["enum"] == list(REASONS)
