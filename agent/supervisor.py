@@ -5,12 +5,13 @@ Each attempt is a run with a key of the supervisor's own (``<job>-<random>``). I
 go line by line to the server as log streams ``run/<key>/stdout|stderr`` through the agent's spool
 and shipper, so an unreachable server only delays them. When the command exits non-zero the
 supervisor waits until its lines are delivered, reports the exit with the latest valid checkpoint,
-and asks the server for the decision. If the server cannot be reached (or does not decide within
-`decision_timeout_s`), the supervisor diagnoses the lines it kept and decides with the same
-`gpuwatch.diagnosis` and `gpuwatch.recovery` code over its own history; that run, its diagnosis and
-its decision wait in an outbox on disk (`agent.outbox`), with their times on the node's clock, and are
-recorded by the server when it is back, as they happened: delivered by this supervisor, or by the
-node's agent once this supervisor has ended. Every exchange is a model of `gpuwatch.protocol`.
+and asks the server for the decision. If the server does not decide within `decision_timeout_s`
+(a server restarting meanwhile is waited for, with backoff: it resumes the incident and decides), the
+supervisor diagnoses the lines it kept and decides with the same `gpuwatch.diagnosis` and
+`gpuwatch.recovery` code over its own history; that run, its diagnosis and its decision wait in an
+outbox on disk (`agent.outbox`), with their times on the node's clock, and are recorded by the server
+when it is back, as they happened: delivered by this supervisor, or by the node's agent once this
+supervisor has ended. Every exchange is a model of `gpuwatch.protocol`.
 
 Inside a Slurm job (or with `--executor slurm|kubernetes`) the scheduler restarts the job, not the
 supervisor: it reports the failure, and on a restart decision the server requeues the job through its
@@ -342,6 +343,7 @@ class Supervisor:
         body = RunExit(exit_code=result.code, signal=result.signal, streams=streams, ended_at=result.ts)
         if checkpoint is not None:
             body.checkpoint = CheckpointRef(path=str(checkpoint.path), step=checkpoint.step, saved_at=checkpoint.mtime)
+        deadline = time.monotonic() + self.options.decision_timeout_s
         if result.failed:
             self._flush_logs(timeout=5.0)  # the server diagnoses from these lines: deliver them first
         if result.failed and self.stop.is_set():  # ended from outside: our stop is the decision
@@ -351,7 +353,14 @@ class Supervisor:
             if isinstance(reported, Unanswered):
                 self.outbox.add(start, body)
             return None
-        decision = None if isinstance(reported, Unanswered) else self._server_decision(run_id)
+        # A server restarting is not a server away: until the deadline its answer is awaited, with backoff
+        # (two deciders, the supervisor and a server resuming the incident, would each decide once).
+        backoff = Backoff(base=0.25, cap=2.0)
+        while run_id is not None and isinstance(reported, Unanswered) and not reported.permanent:
+            if not self._pause_until(deadline, backoff.next_delay(reported.retry_after)):
+                break
+            reported = self.client.report_exit(run_id, self._replayed(body))
+        decision = None if isinstance(reported, Unanswered) else self._server_decision(run_id, deadline)
         if decision is not None:
             self.history.append(Attempt.from_json(decision.to_json()))
             log.info("decision by the server %.3fs after the exit", time.monotonic() - result.at)
@@ -385,16 +394,33 @@ class Supervisor:
             self.outbox.add(start, body)
         return decision
 
-    def _server_decision(self, run_id: int | None) -> Decision | None:
-        """Long-poll the server for its decision; None if it does not come within decision_timeout_s."""
-        deadline = time.monotonic() + self.options.decision_timeout_s
+    def _server_decision(self, run_id: int | None, deadline: float) -> Decision | None:
+        """Long-poll the server for its decision; None if it does not come by ``deadline`` (monotonic),
+        the server reachable meanwhile or not (a restarting server is waited for)."""
+        backoff = Backoff(base=0.25, cap=2.0)
         while run_id is not None and not self.stop.is_set() and (left := deadline - time.monotonic()) > 0:
             got = self.client.decision(run_id, wait_s=min(left, DECISION_POLL_S))
             if isinstance(got, Unanswered):
-                return None
+                if got.permanent or not self._pause_until(deadline, backoff.next_delay(got.retry_after)):
+                    return None
+                continue
+            backoff.reset()
             if got.state == "decided" and got.decision is not None:
                 return Decision.from_json(got.decision)
         return None
+
+    def _pause_until(self, deadline: float, delay: float) -> bool:
+        """Wait ``delay`` before asking an unreachable server again; False if that passes ``deadline``
+        (monotonic) or the supervisor is told to stop meanwhile."""
+        left = deadline - time.monotonic()
+        return left > 0 and not self.stop.wait(min(delay, left)) and time.monotonic() < deadline
+
+    def _replayed(self, body: RunExit) -> RunExit:
+        """The exit sent again after an unanswered try: with its node-clock times and the measured offset
+        when one is known (else as sent live), so the retry is not stamped with its own time."""
+        if self.client.offset_s is None:
+            return _live(body)
+        return body.model_copy(update={"clock_offset_s": self.client.offset_s})
 
     def _local_decision(
         self, key: str, result: Exit, checkpoint: Checkpoint | None, stopped: bool = False

@@ -1,4 +1,4 @@
-"""Opening incidents and diagnosing them from what the agents stored.
+"""Opening incidents and taking them through their states, each step one transaction kept in the database.
 
 Three triggers open an incident: a run that ends non-zero (`run_failed`), a fatal Xid arriving from a
 node (`xid`, from NVML or an NVRM line in the kernel log) and a node whose agent went silent
@@ -6,6 +6,13 @@ node (`xid`, from NVML or an NVRM line in the kernel log) and a node whose agent
 batch arrive first, then reads the run's streams, the node's kernel log and its Xid events, and
 calls the same `gpuwatch.diagnosis.diagnose` as the CLI. A silent node cannot say anything more about
 itself: its diagnosis is `node_failure` straight away.
+
+The states: ``open`` → ``diagnosed`` → ``decided`` (the decision and its actions stored, pending) →
+``acting`` (the actions given to their executors; a local job's restart waits for its supervisor to
+register the restarted run) → ``done``, or ``failed`` when an executor failed; a later successful run of
+the job makes a decided incident ``resolved``. While a step is due, ``due_at`` says when; a server that
+dies leaves it overdue, and `resume_due` (the watchdog's sweep, on any replica) takes it. The fault
+points between the steps (server/incidents/faults.py) are where the tests kill the server.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from gpuwatch.diagnosis.model import Diagnosis as Result
 from gpuwatch.diagnosis.model import LogSource
 from gpuwatch.diagnosis.xid import xid_event_line
 from gpuwatch.recovery import Decision, exit_failed
-from server.incidents import recover, silent_nodes, snapshot
+from server.incidents import faults, recover, silent_nodes, snapshot
 from server.incidents.context import IncidentContext
 from server.notify import notices
 from server.store.db import lock, transaction
@@ -106,6 +113,7 @@ def open_incident(
         session.flush()
         incident_id = incident.id
     ctx.metrics.incidents.labels(trigger).inc()
+    faults.reached("accept")
     notices.send(
         ctx.notifier, ctx.sessions, "opened", incident_id, None, summary=f"incident opened: {trigger.replace('_', ' ')}"
     )
@@ -125,8 +133,9 @@ def _wake(ctx: IncidentContext, incident_id: int, after_s: float) -> None:
 
 
 def advance(ctx: IncidentContext, incident_id: int) -> None:
-    """Take the incident its next step: diagnose an open one, decide about a diagnosed one. Each step
-    is one transaction that checks the incident is still where it was, so a step taken twice (the
+    """Take the incident its next steps: diagnose an open one, decide about a diagnosed one, carry out
+    a decided one's actions, reconcile an acting one whose actions were lost with a dead server. Each
+    step is one transaction that checks the incident is still where it was, so a step taken twice (the
     timer and a resuming sweep, two replicas) is taken once. Errors are logged, never raised: the
     incident stays due, and the sweep tries it again."""
     try:
@@ -146,6 +155,9 @@ def advance(ctx: IncidentContext, incident_id: int) -> None:
                 return  # someone else diagnosed it meanwhile, and decides
         elif state == "diagnosed":
             result = _stored(ctx, incident_id)
+        elif state in ("decided", "acting"):
+            recover.act(ctx, incident_id)
+            return
         else:
             return
         _recover(ctx, incident_id, run_id, result, checkpoint, None)
@@ -320,6 +332,7 @@ def _store(ctx: IncidentContext, incident_id: int, result: Result, times: dict[s
         incident_row.state = "diagnosed"
         incident_row.due_at = utcnow()  # the decision is due now
         run_failure = incident_row.run_id is not None
+    faults.reached("diagnose")
     if run_failure:  # failures of jobs; node-level incidents are counted by gpuwatch_incidents_total
         ctx.metrics.failures.labels(result.reason, result.category).inc()
     notices.send(ctx.notifier, ctx.sessions, "diagnosed", incident_id, result)

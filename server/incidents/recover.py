@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -34,7 +34,7 @@ from gpuwatch.recovery.settings import policy_config
 from gpuwatch.taxonomy import REASONS
 from server.executors import registry
 from server.executors.base import ActionResult, Executor, JobTarget
-from server.incidents import silent_nodes, snapshot
+from server.incidents import faults, silent_nodes, snapshot
 from server.incidents.context import IncidentContext
 from server.notify import notices
 from server.store.audit import audit
@@ -44,6 +44,9 @@ from server.store.models import Action, Diagnosis, Exclusion, Flag, Incident, Jo
 log = logging.getLogger("gpuwatch.server.recovery")
 
 PAUSED = "recovery_paused"
+# An acting incident whose executor calls have not all answered by then is presumed to have lost them (its
+# server died): the sweep reconciles it. Longer than any executor's timeouts (scontrol's 15 s, settling 30 s).
+ACTING_DEADLINE = timedelta(minutes=2)
 
 
 def history(session: Session, job_id: int, before_action: int | None = None) -> list[Attempt]:
@@ -78,13 +81,12 @@ def excluded_nodes(session: Session, now: datetime | None = None) -> list[Exclus
     )
 
 
-@dataclass(slots=True)
-class _Todo:
-    """What the executors must do once the decision is committed: (action id, node, executor, reason) drains,
-    and a restart (action id, target, nodes to exclude, reason)."""
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One executor call still to make: the action it carries out, and the call."""
 
-    drains: list[tuple[int, str, str, str]] = field(default_factory=list)
-    restart: tuple[int, JobTarget, tuple[str, ...], str] | None = None
+    action_id: int
+    call: Callable[[], ActionResult]
 
 
 def decide_for_run(
@@ -110,8 +112,9 @@ def decide_for_run(
             resumed_from=run.resume_from,
             silent_nodes=silent_nodes.still_silent(incident),
         )
-        todo = _record(session, ctx, incident, job, run, decision, checkpoint, actor="server")
-    _carry_out(ctx, todo)
+        _record(session, ctx, incident, job, run, decision, checkpoint, actor="server")
+    faults.reached("decide")
+    act(ctx, incident_id)
     notices.send(ctx.notifier, ctx.sessions, "decided", incident_id, result, decision)
     return decision
 
@@ -126,9 +129,9 @@ def record_local(
         incident, job, run = _context(session, incident_id)
         if not _due(incident):
             return
-        todo = _record(session, ctx, incident, job, run, decision, checkpoint, actor="supervisor", restarted=restarted)
+        _record(session, ctx, incident, job, run, decision, checkpoint, actor="supervisor", restarted=restarted)
         result = Result.from_json({"reason": decision.reason, "node": decision.node, "source": "rules"})
-    _carry_out(ctx, todo)
+    act(ctx, incident_id)
     notices.send(ctx.notifier, ctx.sessions, "decided", incident_id, result, decision)
 
 
@@ -165,19 +168,20 @@ def exclude_for_incident(ctx: IncidentContext, incident_id: int, result: Result)
         incident = session.get(Incident, incident_id)
         if incident is None or not _due(incident):
             return
-        if result.action != "restart_exclude_node" or not result.node:
-            return
-        job = session.get(Job, incident.job_id) if incident.job_id is not None else None
-        todo = _Todo()
-        _exclude(session, ctx, todo, [result.node], result.reason, incident_id, job)
-    _carry_out(ctx, todo)
+        incident.state, incident.due_at = "decided", utcnow()
+        if result.action == "restart_exclude_node" and result.node:
+            job = session.get(Job, incident.job_id) if incident.job_id is not None else None
+            _exclude(session, ctx, [result.node], result.reason, incident_id, job)
+    act(ctx, incident_id)
 
 
 def resolve_job(ctx: IncidentContext, job_id: int, run_id: int) -> list[int]:
-    """A run of the job succeeded: its decided incidents are over. Returns their ids."""
+    """A run of the job succeeded: its decided incidents (acted on or not) are over. Returns their ids."""
     with transaction(ctx.sessions) as session:
         incidents = list(
-            session.scalars(select(Incident).where(Incident.job_id == job_id, Incident.state == "decided"))
+            session.scalars(
+                select(Incident).where(Incident.job_id == job_id, Incident.state.in_(("decided", "acting", "done")))
+            )
         )
         for incident in incidents:
             incident.state, incident.closed_at = "resolved", utcnow()
@@ -196,9 +200,22 @@ def resolve_job(ctx: IncidentContext, job_id: int, run_id: int) -> list[int]:
 
 
 def restarted(ctx: IncidentContext, session: Session, failed: Run, new: Run) -> None:
-    """The failed run's restart registered: add the downtime (exit → new start) to what it cost."""
+    """The failed run's restart registered (in the caller's transaction): its pending restart is done
+    (the incident too, when nothing else is pending), and the downtime (exit → new start) is added to
+    what it cost. A restart registered before the decision about it is found by `_record`."""
     incident = session.scalar(select(Incident).where(Incident.run_id == failed.id).order_by(Incident.id))
-    if incident is None or incident.cost is None or failed.ended_at is None or incident.cost.get("downtime_s"):
+    if incident is None:
+        return
+    lock(session, f"incident:{incident.id}")
+    session.refresh(incident)
+    for action in session.scalars(
+        select(Action).where(Action.incident_id == incident.id, Action.kind == "restart", Action.status == "pending")
+    ):
+        _restart_done(action, new, "the supervisor registered the restarted run")
+    faults.reached("act")
+    if incident.state == "acting":
+        _settle(session, incident)
+    if incident.cost is None or failed.ended_at is None or incident.cost.get("downtime_s"):
         return
     before = incident.cost["gpu_hours"]
     incident.cost = snapshot.with_downtime(
@@ -209,6 +226,102 @@ def restarted(ctx: IncidentContext, session: Session, failed: Run, new: Run) -> 
     )
     if diagnosis is not None:
         ctx.metrics.lost_gpu_hours.labels(diagnosis.reason, diagnosis.category).inc(incident.cost["gpu_hours"] - before)
+
+
+def act(ctx: IncidentContext, incident_id: int) -> None:
+    """Carry out a decided incident's pending actions (decided → acting → done, or failed when an executor
+    failed). A local job's restart is its supervisor's: the incident stays `acting` until the restarted run
+    registers. Resumed after a crash (`acting` and overdue), an action is first reconciled with what
+    happened meanwhile (a restart whose new run registered is done, not issued again), and only the rest is
+    issued again: draining a drained node changes nothing."""
+    with transaction(ctx.sessions) as session:
+        lock(session, f"incident:{incident_id}")
+        incident = session.get(Incident, incident_id)
+        if incident is None or incident.due_at is None or incident.state not in ("decided", "acting"):
+            return
+        calls = _calls(session, ctx, incident)
+        incident.state = "acting"
+        incident.due_at = utcnow() + ACTING_DEADLINE if calls else None
+        _settle(session, incident)
+        run_id = incident.run_id
+    if run_id is not None:
+        ctx.decided.mark(run_id)  # the decision goes out: the supervisor's long poll answers now
+    if not calls:
+        return
+    for c in calls:
+        _act(ctx, c.action_id, c.call)
+    with transaction(ctx.sessions) as session:
+        lock(session, f"incident:{incident_id}")
+        incident = session.get(Incident, incident_id)
+        if incident is not None and incident.state == "acting":
+            _settle(session, incident)
+
+
+def _calls(session: Session, ctx: IncidentContext, incident: Incident) -> list[_Call]:
+    """The executor calls of the incident's pending actions: drains first, then the restart. A restart
+    whose new run has registered meanwhile is marked done instead (it happened)."""
+    pending = list(
+        session.scalars(
+            select(Action).where(Action.incident_id == incident.id, Action.status == "pending").order_by(Action.id)
+        )
+    )
+    decision = session.scalar(
+        select(Action).where(Action.incident_id == incident.id, Action.kind == "decision").order_by(Action.id)
+    )
+    reason = (decision.params if decision is not None else {}).get("reason", "unknown")
+    drains, restarts = [], []
+    for action in pending:
+        if action.kind == "exclude_node" and action.executor:
+            node, name = action.params["node"], action.executor
+            drains.append(
+                _Call(
+                    action.id,
+                    lambda node=node, name=name: _executor(ctx, name).exclude_node(node, reason=reason),
+                )
+            )
+        elif action.kind == "restart" and action.executor not in (None, "local"):
+            if (new := _successor(session, incident)) is not None:
+                _restart_done(action, new, "the restarted run registered before the restart was recorded done")
+                continue
+            job = session.get(Job, action.job_id) if action.job_id is not None else None
+            if job is None:
+                action.status, action.detail, action.finished_at = "failed", "the job is gone", utcnow()
+                continue
+            target, nodes = JobTarget(job.scheduler, job.external_id), tuple(action.params.get("exclude_nodes") or ())
+            restarts.append(
+                _Call(
+                    action.id,
+                    lambda target=target, nodes=nodes: _executor(ctx, target.executor).restart(
+                        target, exclude_nodes=nodes, reason=reason
+                    ),
+                )
+            )
+    return drains + restarts
+
+
+def _settle(session: Session, incident: Incident) -> None:
+    """An acting incident with nothing pending is over: done, or failed when an action failed."""
+    statuses = set(session.scalars(select(Action.status).where(Action.incident_id == incident.id)))
+    if "pending" in statuses:
+        return
+    incident.state, incident.due_at = ("failed" if "failed" in statuses else "done"), None
+
+
+def _successor(session: Session, incident: Incident) -> Run | None:
+    """The run that restarted the incident's failed run, if one registered: the job's first later attempt."""
+    if incident.run_id is None:
+        return None
+    failed = session.get(Run, incident.run_id)
+    if failed is None:
+        return None
+    return session.scalar(
+        select(Run).where(Run.job_id == failed.job_id, Run.attempt > failed.attempt).order_by(Run.attempt).limit(1)
+    )
+
+
+def _restart_done(action: Action, new: Run, detail: str) -> None:
+    action.status, action.finished_at, action.detail = "done", new.started_at, detail
+    action.params = {**action.params, "new_run_id": new.id, "resume_from": new.resume_from}
 
 
 def expire_exclusions(ctx: IncidentContext) -> list[str]:
@@ -238,12 +351,12 @@ def exclude_by_hand(ctx: IncidentContext, node: str, reason: str, ttl_s: float |
     with transaction(ctx.sessions) as session:
         if any(e.node_name == node for e in excluded_nodes(session)):
             return None
-        todo = _Todo()
-        _exclude(session, ctx, todo, [node], reason, None, None, actor=actor[:64], ttl_s=ttl_s)
+        drains = _exclude(session, ctx, [node], reason, None, None, actor=actor[:64], ttl_s=ttl_s)
         audit(session, actor, "exclusion.add", node, reason=reason, ttl_s=ttl_s)
         session.flush()
         (added,) = [e for e in excluded_nodes(session) if e.node_name == node]
-    _carry_out(ctx, todo)
+    for c in drains:
+        _act(ctx, c.action_id, c.call)
     return added
 
 
@@ -285,8 +398,9 @@ def _record(
     *,
     actor: str,
     restarted: bool = False,
-) -> _Todo:
-    todo = _Todo()
+) -> None:
+    """Store the decision and its actions (pending until carried out) in the caller's transaction; the
+    incident is `decided` and its act due now."""
     params = {**decision.to_json(), "checkpoint": checkpoint, "run_id": run.id}
     # The server decides now; a supervisor's decision is recorded at the time it was taken.
     decided = utcnow() if actor == "server" else datetime.fromtimestamp(decision.at, UTC)
@@ -301,8 +415,7 @@ def _record(
             created_at=decided,
         )
     )
-    incident.state = "decided"
-    ctx.decided.mark(run.id)
+    incident.state, incident.due_at = "decided", utcnow()
     m = ctx.metrics
     if incident.cost is None:
         ctx.jobs.note_failure(job.name)  # once per failure: the MTBF behind the optimal checkpoint interval
@@ -315,9 +428,9 @@ def _record(
         m.restart_seconds.observe(max(0.0, (decided - run.ended_at).total_seconds()))
     log.warning("job %s run %d: %s (%s, by %s)", job.name, run.attempt, decision.outcome, decision.why, actor)
     if not decision.restart:
-        return todo
+        return
     m.restarts.labels(job.name, decision.reason).inc()
-    _exclude(session, ctx, todo, list(decision.exclude_nodes), decision.reason, incident.id, job, actor)
+    _exclude(session, ctx, list(decision.exclude_nodes), decision.reason, incident.id, job, actor)
     restart = Action(
         incident_id=incident.id,
         job_id=job.id,
@@ -329,27 +442,26 @@ def _record(
         created_at=decided,
     )
     session.add(restart)
+    if not restarted and (new := _successor(session, incident)) is not None:
+        _restart_done(restart, new, "the restarted run registered before the decision was recorded")
     session.flush()
-    if job.scheduler != "local" and not restarted:
-        target = JobTarget(job.scheduler, job.external_id)
-        todo.restart = (restart.id, target, decision.exclude_nodes, decision.reason)
-    return todo
 
 
 def _exclude(
     session: Session,
     ctx: IncidentContext,
-    todo: _Todo,
     nodes: list[str],
     reason: str,
     incident_id: int | None,
     job: Job | None,
     actor: str = "server",
     ttl_s: float | None = None,
-) -> None:
+) -> list[_Call]:
+    """Exclude ``nodes`` (in the caller's transaction); the drains to carry out once it is committed."""
     ttl = timedelta(seconds=ctx.settings.recovery.exclude_ttl_s if ttl_s is None else ttl_s)
     current = {e.node_name for e in excluded_nodes(session)}
     executor = ctx.settings.server.executor or (job.scheduler if job is not None and job.scheduler != "local" else None)
+    drains = []
     for node in nodes:
         if node in current:
             continue
@@ -370,38 +482,24 @@ def _exclude(
         session.add(action)
         session.flush()
         if executor:
-            todo.drains.append((action.id, node, executor, reason))
+            call = lambda node=node, name=executor: _executor(ctx, name).exclude_node(node, reason=reason)  # noqa: E731
+            drains.append(_Call(action.id, call))
         ctx.metrics.excluded_nodes.labels(node).set(1)
-
-
-def _carry_out(ctx: IncidentContext, todo: _Todo) -> None:
-    """Drain the excluded nodes, then restart the job, through their executors; write down the outcome."""
-    for action_id, node, name, reason in todo.drains:
-        _act(
-            ctx,
-            action_id,
-            lambda node=node, name=name, reason=reason: _executor(ctx, name).exclude_node(node, reason=reason),
-        )
-    if todo.restart is not None:
-        action_id, target, nodes, reason = todo.restart
-        _act(
-            ctx,
-            action_id,
-            lambda: _executor(ctx, target.executor).restart(target, exclude_nodes=nodes, reason=reason),
-        )
+    return drains
 
 
 def _act(ctx: IncidentContext, action_id: int, call: Callable[[], ActionResult]) -> None:
-    """Run one executor call and store its outcome on its action; errors are recorded, never raised
-    (the decision is stored already)."""
+    """Run one executor call and store its outcome on its action, unless the action was settled meanwhile;
+    errors are recorded, never raised (the decision is stored already)."""
     try:
         outcome = call()
         status, detail, commands = ("done" if outcome.ok else "failed"), outcome.detail, list(outcome.commands)
     except Exception as exc:  # a broken executor must not lose the decision
         status, detail, commands = "failed", f"{type(exc).__name__}: {exc}", []
     with transaction(ctx.sessions) as session:
+        faults.reached("act")
         action = session.get(Action, action_id)
-        if action is not None:
+        if action is not None and action.status == "pending":
             action.status, action.detail, action.finished_at = status, detail, utcnow()
             action.params = {**action.params, "commands": commands}
 

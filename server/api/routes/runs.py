@@ -135,12 +135,6 @@ async def start_run(request: Request, response: Response, node: NodeDep, svc: Se
             svc.first_steps.expect(body.job, run.id)
             if failed is not None:  # the pending restart of the failed run is now done
                 restarted(svc.incidents, session, failed, run)
-                for action in session.scalars(
-                    select(Action).where(Action.kind == "restart", Action.status == "pending", Action.job_id == job_id)
-                ):
-                    if action.params.get("run_id") == failed.id:
-                        action.status, action.finished_at = "done", run.started_at
-                        action.params = {**action.params, "new_run_id": run.id, "resume_from": body.resume_from}
             return RunStarted(id=run.id, job_id=job_id, attempt=attempt), True
 
     started, created = await run_in_threadpool(work)
@@ -283,7 +277,7 @@ async def run_decision(
             action = session.scalar(
                 select(Action).where(Action.incident_id == incident.id, Action.kind == "decision").order_by(Action.id)
             )
-            if action is None:
+            if action is None or incident.state == "decided":  # decided, and not yet carried out: not yet out
                 return DecisionAnswer(state="pending", run_id=run_id, incident_id=incident.id)
             return DecisionAnswer(
                 state="decided", run_id=run_id, incident_id=incident.id, decision=action.params, actor=action.actor
