@@ -229,9 +229,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
                 and (_metric_value(text, "gpuwatch_straggler_events_total", job="llama-train") or 0) >= 1
                 and _metric_sum(text, "gpuwatch_failures_total") >= 1
                 and _metric_value(text, "gpuwatch_xid_events_total", instance=NODE_B, gpu="1", xid="48") == 1.0
-                and _metric_value(
-                    text, "gpuwatch_incident_info", job="resnet-ft", trigger="run_failed", state="decided"
-                )
+                and _metric_value(text, "gpuwatch_incident_info", job="resnet-ft", trigger="run_failed", state="done")
                 and _metric_value(text, "DCGM_FI_DEV_XID_ERRORS", instance=NODE_A, gpu="2") == 74.0
                 and _metric_value(text, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", instance=NODE_B, gpu="1") == 1.0
                 and _metric_value(text, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", instance=NODE_A, gpu="1") == 96.0

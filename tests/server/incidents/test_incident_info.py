@@ -108,11 +108,11 @@ def test_a_failed_run_shows_as_an_incident_on_metrics(live_server: InProcessServ
     assert exit_.status_code == 202, exit_.text
     incident_id = str(exit_.json()["incident_id"])
 
-    def decided() -> dict[str, str] | None:
+    def acting() -> dict[str, str] | None:  # a restart decided, waiting for the job's supervisor to restart it
         labels = _info(httpx.get(f"{base}/metrics").text).get(incident_id)
-        return labels if labels and labels["state"] == "decided" else None
+        return labels if labels and labels["state"] == "acting" else None
 
-    labels = wait_until(decided, timeout=10, what="the decided incident on /metrics", every=0.1)
+    labels = wait_until(acting, timeout=10, what="the decided incident on /metrics", every=0.1)
     incident = httpx.get(f"{base}/api/v1/incidents/{incident_id}").json()
     [decision] = [a for a in incident["actions"] if a["kind"] == "decision"]
     d = incident["diagnosis"]
@@ -124,5 +124,5 @@ def test_a_failed_run_shows_as_an_incident_on_metrics(live_server: InProcessServ
         "reason": d["reason"],
         "category": REASONS[d["reason"]].category,
         "action": decision["params"]["outcome"],
-        "state": "decided",
+        "state": "acting",
     }
