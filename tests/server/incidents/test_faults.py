@@ -179,8 +179,9 @@ def test_a_process_killed_at_any_transition_leaves_one_restart_one_decision_and_
         request.applymarker(
             pytest.mark.xfail(
                 strict=True,
-                reason="needs h-protocol's replay: a restarted run whose start the dying server never "
-                "stored is registered when its supervisor replays it, stamped with the replay's time",
+                reason="needs h-protocol's replay: a restarted run whose start the dying server never stored "
+                "is registered only when it ends (the supervisor's outbox), stamped with the replay's time; it "
+                "must be registered as soon as the server is back, with the supervisor's own start time",
             )
         )
     began = time.time()
@@ -208,7 +209,8 @@ def test_a_process_killed_at_any_transition_leaves_one_restart_one_decision_and_
 
 @pytest.mark.xfail(
     strict=True,
-    reason="needs h-protocol's replay: the supervisor's outbox is replayed stamped with the replay's times",
+    reason="needs h-protocol's replay: the supervisor ends before the server is back, and its outbox (the "
+    "local decision, both runs) is delivered by no one (the agent should), and stamped with the replay's times",
 )
 def test_a_server_down_for_the_whole_failure_records_the_supervisors_decision_with_its_times(
     rig: Rig, request: pytest.FixtureRequest
