@@ -166,10 +166,12 @@ class Supervisor:
                     self.outbox.restarted(restart_of, start.started_at or self.clock())
                     self._local_restart = None
                 started = self.client.start_run(start.model_copy(update={"started_at": None}))
+                unanswered = started if isinstance(started, Unanswered) and not started.permanent else None
                 run_id = None if isinstance(started, Unanswered) else started.id
                 began = time.monotonic()
                 self._resumed_from = str(checkpoint.path) if checkpoint else None
-                result = self._launch(key, checkpoint, exclude, run_id)
+                result, late_id = self._launch(key, checkpoint, exclude, run_id, start if unanswered else None)
+                run_id = run_id if late_id is None else late_id
                 took = time.monotonic() - began
                 log.info("attempt %s ended after %.1fs: exit %s signal %s", key, took, result.code, result.signal)
                 after = self.latest_checkpoint()
@@ -228,7 +230,16 @@ class Supervisor:
 
     # -- one attempt ------------------------------------------------------------------------------
 
-    def _launch(self, key: str, checkpoint: Checkpoint | None, exclude: Sequence[str], run_id: int | None) -> Exit:
+    def _launch(
+        self,
+        key: str,
+        checkpoint: Checkpoint | None,
+        exclude: Sequence[str],
+        run_id: int | None,
+        unregistered: RunStart | None = None,
+    ) -> tuple[Exit, int | None]:
+        """Run one attempt to its end: its exit, and the run's id when its start (``unregistered``: the
+        server did not answer it) was registered while it ran."""
         resume = str(checkpoint.path) if checkpoint else ""
         excluded = ",".join(exclude)
         argv = [a.replace("{checkpoint}", resume).replace("{exclude_nodes}", excluded) for a in self.options.command]
@@ -253,7 +264,7 @@ class Supervisor:
             line = f"gpuwatch run: cannot start {argv[0]}: {exc}"
             print(line, file=sys.stderr)
             self._line(f"run/{key}/stderr", line)
-            return Exit(127, None)
+            return Exit(127, None), None
         self._proc = proc
         readers = [
             threading.Thread(target=self._pump, args=(proc.stdout, f"run/{key}/stdout", sys.stdout), daemon=True),
@@ -262,7 +273,10 @@ class Supervisor:
         for r in readers:
             r.start()
         if run_id is not None:
-            threading.Thread(target=self._watch, args=(run_id, proc), name="decision-watch", daemon=True).start()
+            self._start_watch(run_id, proc)
+        late = None
+        if unregistered is not None:  # registered as soon as the server answers, while the attempt runs
+            late = LateStart(self.client, unregistered, lambda run: self._start_watch(run, proc))
         self._tree = {}
         while True:  # note the job's processes as they come (torchrun's workers leave its group)
             self._tree.update(descendants(proc.pid))
@@ -275,10 +289,14 @@ class Supervisor:
         # the launcher's own exit) would hold its GPU and its rendezvous port.
         if left := signal_all(self._tree, signal.SIGKILL):
             log.warning("killed %d process(es) of the job left behind by its launcher", left)
+        result = Exit(None, -code) if code < 0 else Exit(code, None)  # stamped now, before anything waits
         for r in readers:
             r.join(timeout=10)
         self._proc = None
-        return Exit(None, -code) if code < 0 else Exit(code, None)
+        return result, (None if late is None else late.end())
+
+    def _start_watch(self, run_id: int, proc: subprocess.Popen[bytes]) -> None:
+        threading.Thread(target=self._watch, args=(run_id, proc), name="decision-watch", daemon=True).start()
 
     def terminate(self) -> None:
         """Stop the job and restart nothing (from the supervisor's SIGTERM/SIGINT handler)."""
@@ -499,6 +517,47 @@ class Supervisor:
             if self.shipper.step():
                 return False  # the server is away: the lines stay spooled
         return self.spool.peek() is None
+
+
+class LateStart:
+    """An attempt's start the server did not answer (away, or dying mid-request), registered in the
+    background as soon as it answers, with the attempt's own start time (node's clock, moved by the
+    measured offset): a restart is recorded done when its run registers, so this makes it done at its real
+    time while the attempt runs, not when it ends and its outbox record is delivered. A start registered
+    twice is one run (by its key)."""
+
+    def __init__(self, client: ServerClient, start: RunStart, registered: Callable[[int], None]) -> None:
+        self.client, self.start, self.registered = client, start, registered
+        self.run_id: int | None = None
+        self._ended = threading.Event()
+        self._thread = threading.Thread(target=self._register, name="late-start", daemon=True)
+        self._thread.start()
+
+    def _register(self) -> None:
+        backoff = Backoff(base=0.25, cap=5.0)
+        retry_after: float | None = None
+        while not self._ended.wait(backoff.next_delay(retry_after)):
+            offset = self.client.offset_s
+            got = self.client.start_run(
+                self.start if offset is None else self.start.model_copy(update={"clock_offset_s": offset})
+            )
+            if isinstance(got, Unanswered):
+                if got.permanent:
+                    log.error("the server refuses run %s's start (HTTP %s): %s", self.start.key, got.status, got.detail)
+                    return
+                retry_after = got.retry_after
+                continue
+            self.run_id = got.id
+            log.info("run %s registered late, as run %d", self.start.key, got.id)
+            self.registered(got.id)
+            return
+
+    def end(self) -> int | None:
+        """The attempt ended: stop trying (its start then goes in the outbox with its exit); the run's id
+        if it was registered."""
+        self._ended.set()
+        self._thread.join()
+        return self.run_id
 
 
 def _live(body: RunExit) -> RunExit:

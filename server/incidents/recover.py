@@ -208,13 +208,14 @@ def restarted(ctx: IncidentContext, session: Session, failed: Run, new: Run) -> 
         return
     lock(session, f"incident:{incident.id}")
     session.refresh(incident)
-    for action in session.scalars(
-        select(Action).where(Action.incident_id == incident.id, Action.kind == "restart", Action.status == "pending")
-    ):
-        _restart_done(action, new, "the supervisor registered the restarted run")
+    for action in session.scalars(select(Action).where(Action.incident_id == incident.id, Action.kind == "restart")):
+        # pending (the server's decision), or done by a supervisor's own decision without its run yet
+        done_here = action.status == "done" and action.actor == "supervisor" and "new_run_id" not in action.params
+        if action.status == "pending" or done_here:
+            restart_done(action, new, action.detail or "the supervisor registered the restarted run")
     faults.reached("act")
     if incident.state == "acting":
-        _settle(session, incident)
+        settle(session, incident)
     if incident.cost is None or failed.ended_at is None or incident.cost.get("downtime_s"):
         return
     before = incident.cost["gpu_hours"]
@@ -242,7 +243,7 @@ def act(ctx: IncidentContext, incident_id: int) -> None:
         calls = _calls(session, ctx, incident)
         incident.state = "acting"
         incident.due_at = utcnow() + ACTING_DEADLINE if calls else None
-        _settle(session, incident)
+        settle(session, incident)
         run_id = incident.run_id
     if run_id is not None:
         ctx.decided.mark(run_id)  # the decision goes out: the supervisor's long poll answers now
@@ -254,7 +255,7 @@ def act(ctx: IncidentContext, incident_id: int) -> None:
         lock(session, f"incident:{incident_id}")
         incident = session.get(Incident, incident_id)
         if incident is not None and incident.state == "acting":
-            _settle(session, incident)
+            settle(session, incident)
 
 
 def _calls(session: Session, ctx: IncidentContext, incident: Incident) -> list[_Call]:
@@ -280,8 +281,8 @@ def _calls(session: Session, ctx: IncidentContext, incident: Incident) -> list[_
                 )
             )
         elif action.kind == "restart" and action.executor not in (None, "local"):
-            if (new := _successor(session, incident)) is not None:
-                _restart_done(action, new, "the restarted run registered before the restart was recorded done")
+            if (new := successor(session, incident)) is not None:
+                restart_done(action, new, "the restarted run registered before the restart was recorded done")
                 continue
             job = session.get(Job, action.job_id) if action.job_id is not None else None
             if job is None:
@@ -299,7 +300,7 @@ def _calls(session: Session, ctx: IncidentContext, incident: Incident) -> list[_
     return drains + restarts
 
 
-def _settle(session: Session, incident: Incident) -> None:
+def settle(session: Session, incident: Incident) -> None:
     """An acting incident with nothing pending is over: done, or failed when an action failed."""
     statuses = set(session.scalars(select(Action.status).where(Action.incident_id == incident.id)))
     if "pending" in statuses:
@@ -307,7 +308,7 @@ def _settle(session: Session, incident: Incident) -> None:
     incident.state, incident.due_at = ("failed" if "failed" in statuses else "done"), None
 
 
-def _successor(session: Session, incident: Incident) -> Run | None:
+def successor(session: Session, incident: Incident) -> Run | None:
     """The run that restarted the incident's failed run, if one registered: the job's first later attempt."""
     if incident.run_id is None:
         return None
@@ -319,7 +320,8 @@ def _successor(session: Session, incident: Incident) -> Run | None:
     )
 
 
-def _restart_done(action: Action, new: Run, detail: str) -> None:
+def restart_done(action: Action, new: Run, detail: str) -> None:
+    """The restart happened: done at the restarted run's start (its registered time, whoever reports it)."""
     action.status, action.finished_at, action.detail = "done", new.started_at, detail
     action.params = {**action.params, "new_run_id": new.id, "resume_from": new.resume_from}
 
@@ -442,8 +444,8 @@ def _record(
         created_at=decided,
     )
     session.add(restart)
-    if not restarted and (new := _successor(session, incident)) is not None:
-        _restart_done(restart, new, "the restarted run registered before the decision was recorded")
+    if not restarted and (new := successor(session, incident)) is not None:
+        restart_done(restart, new, "the restarted run registered before the decision was recorded")
     session.flush()
 
 

@@ -91,12 +91,21 @@ def _incident(ctx: IncidentContext, run_id: int) -> tuple[int, str, dict[str, An
 
 
 def _relaunched(ctx: IncidentContext, incident_id: int, run_id: int, at: float) -> None:
-    """The run's restart happened at ``at``: its restart action done then (if not already finished)."""
+    """The run's restart happened at ``at``: its restart action done then (if not already finished), and
+    the incident with it when it was acting on nothing else."""
     with transaction(ctx.sessions) as session:
         lock(session, f"incident:{incident_id}")
+        incident = session.get(Incident, incident_id)
+        new = None if incident is None else recover.successor(session, incident)
         for action in session.scalars(
             select(Action).where(Action.incident_id == incident_id, Action.kind == "restart").order_by(Action.id)
         ):
-            if action.params.get("run_id") == run_id and action.finished_at is None:
+            if action.params.get("run_id") != run_id or "new_run_id" in action.params:
+                continue
+            if new is not None:  # registered already: the restart's time is its run's start
+                recover.restart_done(action, new, "the supervisor relaunched the job")
+            elif action.finished_at is None:
                 action.status, action.finished_at = "done", datetime.fromtimestamp(at, UTC)
-                log.info("incident %d: the supervisor relaunched run %d's job", incident_id, run_id)
+            log.info("incident %d: the supervisor relaunched run %d's job", incident_id, run_id)
+        if incident is not None and incident.state == "acting":
+            recover.settle(session, incident)

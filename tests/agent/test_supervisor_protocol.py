@@ -261,6 +261,6 @@ def test_a_local_decision_about_an_exit_the_server_accepted_but_never_decided_is
         assert [(a["actor"], a["params"]["outcome"]) for a in decisions] == [("supervisor", "restart")]
         (restart,) = [a for a in incident["actions"] if a["kind"] == "restart"]
         assert restart["status"] == "done"
-        assert incident["state"] in ("decided", "resolved")
+        assert incident["state"] in ("done", "resolved")  # the relaunch settled it: done, then resolved
     finally:
         server.stop()

@@ -58,6 +58,12 @@ class Rig:
     agents: int = 0
 
     @property
+    def node(self) -> Path:
+        """The node's data directory, the agent's and the supervisor's: the agent delivers the outbox an
+        ended supervisor left there."""
+        return self.tmp / "node"
+
+    @property
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
@@ -71,14 +77,14 @@ class Rig:
     def start_agent(self) -> None:
         self.agents += 1
         args = ["--server", self.base, "--token", self.token, "--node", NODE, "--simulate", "1", "--flush", "0.5"]
-        args += ["--client-port", "0", "--data-dir", str(self.tmp / "agent")]
+        args += ["--client-port", "0", "--data-dir", str(self.node)]
         self.agent = Proc(["agent", *args], self.tmp / f"agent{self.agents}.log")
 
     def supervise(self, decision_timeout_s: float = 30) -> Path:
         out, ckpt = self.tmp / "out", self.tmp / "ckpt"
         launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", TRAIN]
         args = ["run", "--job", JOB, "--checkpoint-dir", str(ckpt), "--server", self.base, "--token", self.token]
-        args += ["--node", NODE, "--data-dir", str(self.tmp / "sup"), "--decision-timeout", str(decision_timeout_s)]
+        args += ["--node", NODE, "--data-dir", str(self.node), "--decision-timeout", str(decision_timeout_s)]
         command = [*launcher, *JOB_ARGS, "--ckpt-dir", str(ckpt), "--out", str(out)]
         self.job = Proc([*args, "--", *command], self.tmp / "job.log", {"OMP_NUM_THREADS": "1"})
         return out
@@ -175,15 +181,6 @@ def test_a_process_killed_at_any_transition_leaves_one_restart_one_decision_and_
 ) -> None:
     if request.node.callspec.params["rig"] == "postgresql" and killed != "server":
         pytest.skip("the agent's death touches no database: SQLite covers it")
-    if point == "act" and killed != "agent":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="needs h-protocol's replay: a restarted run whose start the dying server never stored "
-                "is registered only when it ends (the supervisor's outbox), stamped with the replay's time; it "
-                "must be registered as soon as the server is back, with the supervisor's own start time",
-            )
-        )
     began = time.time()
     rig.start_server(hold_at=point)
     rig.start_agent()
@@ -207,11 +204,6 @@ def test_a_process_killed_at_any_transition_leaves_one_restart_one_decision_and_
     _check(rig, out, began, killed_at, restart_seen)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs h-protocol's replay: the supervisor ends before the server is back, and its outbox (the "
-    "local decision, both runs) is delivered by no one (the agent should), and stamped with the replay's times",
-)
 def test_a_server_down_for_the_whole_failure_records_the_supervisors_decision_with_its_times(
     rig: Rig, request: pytest.FixtureRequest
 ) -> None:
@@ -225,5 +217,9 @@ def test_a_server_down_for_the_whole_failure_records_the_supervisors_decision_wi
     rig.server.stop(signal.SIGKILL)
     wait_until(lambda: len(_attempts(out)) == 2, timeout=120, what="the supervisor's own restart")
     restart_seen = time.time()
+    assert rig.job is not None and rig.job.popen.wait(120) == 0, rig.job.output()[-3000:]
+    outbox = rig.node / "supervisor" / JOB / "outbox.jsonl"
+    assert len(outbox.read_text().splitlines()) == 2, "both runs left for the agent: the supervisor has ended"
     rig.start_server()
+    wait_until(lambda: outbox.read_text() == "", timeout=60, what="the agent delivering the ended supervisor's outbox")
     _check(rig, out, began, restart_seen, restart_seen, actor="supervisor")

@@ -50,7 +50,8 @@ def test_a_failure_accepted_by_a_server_killed_before_diagnosing_it_is_decided_o
     assert (incident.state, diagnoses, decisions) == ("open", 0, 0) and incident.due_at is not None
     server = start_server(tmp_path, port, tmp_path / "server2.log", ENV)
     try:
-        wait_until(lambda: _incident(url)[0].state == "decided", timeout=30, what="the restarted server's decision")
+        # decided, then acting at once: the local job's restart waits for its supervisor (the decision is out)
+        wait_until(lambda: _incident(url)[0].state == "acting", timeout=30, what="the restarted server's decision")
         decision = api.get(f"/api/v1/runs/{run}/decision").json()
     finally:
         server.stop()
