@@ -369,7 +369,7 @@ class Supervisor:
         reported = self.client.report_exit(run_id, _live(body)) if run_id is not None else Unanswered()
         if not result.failed:
             if isinstance(reported, Unanswered):
-                self.outbox.add(start, body)
+                self._keep(start, body)
             return None
         # A server restarting is not a server away: until the deadline its answer is awaited, with backoff
         # (two deciders, the supervisor and a server resuming the incident, would each decide once).
@@ -408,8 +408,7 @@ class Supervisor:
             self._local_restart = key
         sent = Unanswered() if reported or run_id is None else self.client.report_exit(run_id, _live(body))
         if isinstance(sent, Unanswered):
-            body.clock_offset_s = self.client.offset_s  # known from before the outage, if at all
-            self.outbox.add(start, body)
+            self._keep(start, body)
         return decision
 
     def _server_decision(self, run_id: int | None, deadline: float) -> Decision | None:
@@ -432,6 +431,15 @@ class Supervisor:
         (monotonic) or the supervisor is told to stop meanwhile."""
         left = deadline - time.monotonic()
         return left > 0 and not self.stop.wait(min(delay, left)) and time.monotonic() < deadline
+
+    def _keep(self, start: RunStart, body: RunExit) -> None:
+        """Keep the attempt in the outbox with this supervisor's measured clock offset (known from before
+        the outage, if at all) on all its times: one measure for every record of the job, so the order of
+        its times (decided, then relaunched, then the next run started) holds on the server's clock."""
+        offset = self.client.offset_s
+        self.outbox.add(
+            start.model_copy(update={"clock_offset_s": offset}), body.model_copy(update={"clock_offset_s": offset})
+        )
 
     def _replayed(self, body: RunExit) -> RunExit:
         """The exit sent again after an unanswered try: with its node-clock times and the measured offset
