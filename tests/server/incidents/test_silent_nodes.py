@@ -174,4 +174,4 @@ def test_a_server_killed_during_the_wait_resumes_it_after_a_restart(tmp_path: Pa
         api.close()
     assert (decision["rule"], "agent is silent" in decision["why"]) == ("no_node", True)
     incident = _incident(url)
-    assert (incident.state, incident.inputs["silent"]["still"]) == ("decided", ["n1"])
+    assert (incident.state, incident.inputs["silent"]["still"]) == ("done", ["n1"])  # a stop: nothing to carry out
