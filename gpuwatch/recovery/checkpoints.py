@@ -76,8 +76,11 @@ _ZIP_MAGIC = b"PK\x03\x04"
 _ZIP_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, (fixed fields), name length, extra length
 _PICKLE_PROTO = 0x80
 _PICKLE_STOP = b"."
-_TORCH_SUFFIXES = frozenset({".pt", ".pth", ".ckpt"})
-_PICKLE_SUFFIXES = frozenset({".pkl", ".pickle"})
+#: Names only torch.save uses: such a file must be a zip archive or a pickle. Not ".ckpt": Lightning
+#: writes it with torch.save, but TensorFlow, Keras and users' own formats (gpuwatch's demo job writes
+#: JSON) use it too, so a .ckpt is checked by what its content says it is.
+_TORCH_SUFFIXES = frozenset({".pt", ".pth"})
+_PICKLE_SUFFIXES = frozenset({".pkl", ".pickle", ".ckpt"})
 _TORCH_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C  # the first pickle of torch's pre-1.6 format
 #: Bytes per element of the storage types torch's legacy format names (persistent ids).
 _STORAGE_BYTES = {

@@ -122,7 +122,12 @@ def test_a_collector_that_raises_does_not_stop_the_others(
 
 def test_the_collector_metrics_are_served_on_the_metrics_address_too(running: tuple[Agent, Path, str]) -> None:
     _, _, url = running
-    got = wait_until(lambda: _scrape(url).get("gpuwatch_agent_collector_success"), what="metrics on the address")
+
+    def both() -> dict[str, float] | None:  # each collector's first run is its own: wait for both to report
+        success = _scrape(url).get("gpuwatch_agent_collector_success") or {}
+        return success if {"broken", "gpu"} <= success.keys() else None
+
+    got = wait_until(both, what="both collectors' metrics on the address")
     assert got["broken"] == 0 and got["gpu"] == 1
 
 
