@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.util
 import os
 import secrets
 from collections.abc import Iterator
@@ -114,11 +115,12 @@ def slurm(slurm_session: SlurmCluster) -> Iterator[SlurmCluster]:
 
 @pytest.fixture(scope="session")
 def real_llm() -> Iterator[LocalLlm]:
-    """One real small LLM (tests/local_llm.py) for the whole run; skipped without llama-cpp-python and
-    the model, or failed where GPUWATCH_TEST_REQUIRE_TOOLS=1 (CI installs both with the test extra)."""
+    """One real small LLM (tests/local_llm.py) for the whole run. Skipped where llama-cpp-python is not
+    built (`make llm`: 6-12 min, once per machine; `make test` installs it from pip's cache when it is);
+    once it is, a missing model fails where GPUWATCH_TEST_REQUIRE_TOOLS=1."""
     reason = missing()
     if reason is not None:
-        if os.environ.get(REQUIRE_TOOLS_ENV) == "1":
+        if os.environ.get(REQUIRE_TOOLS_ENV) == "1" and importlib.util.find_spec("llama_cpp") is not None:
             pytest.fail(f"{reason} [{REQUIRE_TOOLS_ENV}=1]", pytrace=False)
         pytest.skip(reason)
     with local_llm() as llm:

