@@ -37,16 +37,9 @@ def combine(rules: Diagnosis, answer: Diagnosis, min_confidence: float) -> Diagn
         f"the LLM's answer {answer.reason} (confidence {answer.confidence:.2f}) is under the threshold "
         f"{min_confidence:.2f}, so it is not used"
     )
-    return Diagnosis(
-        reason="unknown",
-        confidence=0.0,
-        source="llm",
-        evidence=rules.evidence,
-        node=rules.node,
-        rank=rules.rank,
-        explanation=f"{why}; it said: {answer.explanation}" if answer.explanation else why,
-        rules_guess=rules.reason if rules.reason != "unknown" else rules.rules_guess,
-        extra={**extra, "llm_reason": answer.reason, "llm_confidence": answer.confidence},
+    return rules.llm_unknown(
+        f"{why}; it said: {answer.explanation}" if answer.explanation else why,
+        {**extra, "llm_reason": answer.reason, "llm_confidence": answer.confidence},
     )
 
 

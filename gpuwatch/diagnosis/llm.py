@@ -446,7 +446,7 @@ class LlmAnalyser:
             node=node,
             rank=rank,
             explanation=" ".join(answer.explanation.split()),
-            rules_guess=_rules_guess(rules) if unknown else None,
+            rules_guess=rules.guess if unknown else None,
             extra=extra,
         )
 
@@ -478,18 +478,4 @@ class LlmAnalyser:
         extra: dict[str, Any] = {"model": self.model, "llm_seconds": round(time.monotonic() - started, 3)}
         if excerpt is not None:
             extra["fingerprint"] = excerpt.fingerprint
-        return Diagnosis(
-            reason="unknown",
-            confidence=0.0,
-            source="llm",
-            evidence=rules.evidence,
-            node=rules.node,
-            rank=rules.rank,
-            explanation=" ".join(why.split())[:500],
-            rules_guess=_rules_guess(rules),
-            extra=extra,
-        )
-
-
-def _rules_guess(rules: Diagnosis) -> str | None:
-    return rules.reason if rules.reason != "unknown" else rules.rules_guess
+        return rules.llm_unknown(" ".join(why.split())[:500], extra)

@@ -53,6 +53,25 @@ class Diagnosis:
     def action(self) -> str:
         return info(self.reason).action
 
+    @property
+    def guess(self) -> str | None:
+        """What the rules thought most likely: their reason, or their guess when they answered `unknown`."""
+        return self.reason if self.reason != "unknown" else self.rules_guess
+
+    def llm_unknown(self, explanation: str, extra: dict[str, Any]) -> Diagnosis:
+        """The LLM path's `unknown` for these rules' answer: their evidence, node, rank and guess kept."""
+        return Diagnosis(
+            reason="unknown",
+            confidence=0.0,
+            source="llm",
+            evidence=self.evidence,
+            node=self.node,
+            rank=self.rank,
+            explanation=explanation,
+            rules_guess=self.guess,
+            extra=extra,
+        )
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Diagnosis:
         """A diagnosis from its `to_json()`; KeyError/TypeError/ValueError when malformed or off-taxonomy."""
