@@ -7,7 +7,7 @@ The final number is what the rules say now, over the whole corpus.
 
     .venv/bin/python bench/corpus_report.py                 # first sight vs final, per reason, confusion
     .venv/bin/python bench/corpus_report.py --record        # write first_sight into cases that lack it
-    .venv/bin/python bench/corpus_report.py --markdown      # the tables for the README
+    .venv/bin/python bench/corpus_report.py --markdown      # the tables for docs/diagnosis.md
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def report(markdown: bool = False, last: int | None = None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--record", action="store_true", help="write first_sight into the cases without one")
-    parser.add_argument("--markdown", action="store_true", help="tables for the README")
+    parser.add_argument("--markdown", action="store_true", help="tables for docs/diagnosis.md")
     parser.add_argument("--last", type=int, help="first sight over the last N real-text cases only")
     args = parser.parse_args()
     if args.record:

@@ -4,7 +4,7 @@
 
 Values come, highest priority first, from command-line flags (passed as overrides), ``GPUWATCH_*``
 environment variables, the TOML file named by ``GPUWATCH_CONFIG`` (or ``--config``), and the defaults
-below. Every value has a flat name, the one the README's configuration table documents
+below. Every value has a flat name, the one docs/configuration.md's table documents
 (``GPUWATCH_PORT``, ``recovery_max_restarts = 5`` in the file, ``load_settings(port=…)``), and a
 nested one (``GPUWATCH_SERVER__PORT``, a ``[recovery]`` table with ``max_restarts = 5``); both work
 everywhere, and a flat name is its group's prefix (``recovery_``, ``notify_``, ``retention_``,
