@@ -40,15 +40,30 @@ def server(
 
 
 def db_upgrade(
-    config: ConfigOpt = None, data_dir: DataDirOpt = None, database_url: DbOpt = None, revision: str = "head"
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    database_url: DbOpt = None,
+    revision: str = "head",
+    wait: Annotated[
+        float,
+        typer.Option(min=0, help="seconds to wait for the database to accept connections first (0: fail at once)"),
+    ] = 0,
 ) -> None:
     """Create or migrate the schema to ``revision`` (default: the latest)."""
+    from server.store.db import DatabaseUnreachable, wait_for_database
     from server.store.migrate import upgrade
 
     settings = settings_for(config, data_dir=data_dir, database_url=database_url)
-    if settings.effective_database_url.startswith("sqlite:///"):
+    url = settings.effective_database_url
+    if url.startswith("sqlite:///"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-    upgrade(settings.effective_database_url, revision)
+    if wait > 0:
+        try:
+            wait_for_database(url, wait)
+        except DatabaseUnreachable as exc:
+            typer.echo(f"gpuwatch db upgrade: {exc}", err=True)
+            raise typer.Exit(1) from None
+    upgrade(url, revision)
 
 
 def db_downgrade(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -11,7 +12,9 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
 
 #: One writer at a time per SQLite engine, queued in-process. SQLite allows one write transaction at a
 #: time anyway; threads that find the file locked wait in its busy handler, which sleeps in steps of up
@@ -21,6 +24,10 @@ _SQLITE_WRITERS: weakref.WeakKeyDictionary[Engine, threading.RLock] = weakref.We
 
 class SchemaOutOfDate(RuntimeError):
     """The database is not at the migration head; the message names the command that fixes it."""
+
+
+class DatabaseUnreachable(RuntimeError):
+    """The database did not accept a connection before the deadline; the message has its last error."""
 
 
 def make_engine(url: str, busy_timeout_ms: int = 5000) -> Engine:
@@ -50,6 +57,30 @@ def make_engine(url: str, busy_timeout_ms: int = 5000) -> Engine:
 
     _SQLITE_WRITERS[engine] = threading.RLock()
     return engine
+
+
+def wait_for_database(url: str, timeout_s: float, every_s: float = 1.0) -> None:
+    """Return once ``url`` accepts a connection and answers ``SELECT 1``; raise DatabaseUnreachable
+    after ``timeout_s``. For one-shot jobs started beside the database (compose's `init`): a server
+    that is restarting, still initialising, or not resolvable yet is retried, not fatal."""
+    parsed = make_url(url)
+    args = {"connect_timeout": max(1, int(every_s * 5))} if parsed.get_backend_name() == "postgresql" else {}
+    engine = create_engine(url, poolclass=NullPool, connect_args=args)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            try:
+                with engine.connect() as conn:
+                    conn.execute(text("SELECT 1"))
+                return
+            except OperationalError as exc:
+                if time.monotonic() + every_s > deadline:
+                    first = (str(exc.orig or exc).strip().splitlines() or ["?"])[0]
+                    where = parsed.render_as_string(hide_password=True)
+                    raise DatabaseUnreachable(f"database {where} unreachable after {timeout_s:g} s: {first}") from exc
+            time.sleep(every_s)
+    finally:
+        engine.dispose()
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
