@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import weakref
@@ -15,6 +16,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
+
+_log = logging.getLogger("gpuwatch.server.db")
 
 #: One writer at a time per SQLite engine, queued in-process. SQLite allows one write transaction at a
 #: time anyway; threads that find the file locked wait in its busy handler, which sleeps in steps of up
@@ -74,10 +77,12 @@ def wait_for_database(url: str, timeout_s: float, every_s: float = 1.0) -> None:
                     conn.execute(text("SELECT 1"))
                 return
             except OperationalError as exc:
-                if time.monotonic() + every_s > deadline:
-                    first = (str(exc.orig or exc).strip().splitlines() or ["?"])[0]
-                    where = parsed.render_as_string(hide_password=True)
+                first = (str(exc.orig or exc).strip().splitlines() or ["?"])[0]
+                where = parsed.render_as_string(hide_password=True)
+                left = deadline - time.monotonic()
+                if left < every_s:
                     raise DatabaseUnreachable(f"database {where} unreachable after {timeout_s:g} s: {first}") from exc
+                _log.info("waiting for the database %s (%s): %.0f s left", where, first, left)
             time.sleep(every_s)
     finally:
         engine.dispose()

@@ -204,8 +204,18 @@ def test_compose_stack_comes_up_healthy_on_the_host(compose_root: Path) -> None:
         temporary = cleanup.enter_context(contextlib.ExitStack())
         temporary.callback(postgres.stop_temporary)
         assert stack.healthcheck("postgres").returncode != 0, "the socket-only temporary server counts as healthy"
-        # init, started as early as the old socket check let it: it must wait, not fail
-        stack.start("init")
+        over_socket = [
+            shutil.which("pg_isready") or "pg_isready",
+            "-h",
+            str(postgres.sockets),
+            "-p",
+            str(postgres.port),
+        ]
+        over_socket += ["-U", "gpuwatch"]
+        assert run_healthcheck(over_socket, stack.environment("postgres"), 10).returncode == 0, "the old check's view"
+        # init, started as early as the old socket check let it: it waits for the database, not fails
+        init = stack.start("init")
+        wait_until(lambda: "waiting for the database" in init.output(), timeout=30, what="init to wait", every=0.2)
         postgres.create_database()
         temporary.close()
         stack.procs["postgres"] = postgres.start()

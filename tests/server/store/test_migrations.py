@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -111,3 +112,14 @@ def test_cli_server_refuses_unmigrated_db_then_db_upgrade(
     head = head_revision(empty_db_url)
     assert f"database: {head} " in current.stdout
     assert f"code head: {head}" in current.stdout
+
+
+def test_db_upgrade_waits_for_an_unreachable_database_then_says_why(tmp_path: Path) -> None:
+    url = f"postgresql+psycopg://gpuwatch:secret@127.0.0.1:{free_port()}/gpuwatch"  # nothing listens there
+    started = time.monotonic()
+    done = gpuwatch("db", "upgrade", "--wait", "2", "--database-url", url, "--data-dir", str(tmp_path), env={})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert time.monotonic() - started >= 2
+    assert "waiting for the database" in done.stderr
+    assert "unreachable after 2 s" in done.stderr and "secret" not in done.stderr
+    assert "Traceback" not in done.stderr
