@@ -147,6 +147,7 @@ class HostMap:
         #: service → (container port, host port)
         self.ports = {name: (port, free_port()) for name, port in container_ports.items()}
         self._paths: dict[str, dict[str, Path]] = {}
+        (root / "home").mkdir(parents=True, exist_ok=True)
 
     def host_port(self, service: str) -> int:
         return self.ports[service][1]
@@ -199,7 +200,7 @@ class HostMap:
         """``text`` as seen from ``service``, with other services' names and its own loopback ports and
         paths mapped to the host's."""
         for name, (container, host) in self.ports.items():
-            text = text.replace(f"{name}:{container}", f"127.0.0.1:{host}")
+            text = re.sub(rf"(?<![\w.-]){re.escape(name)}:{container}\b", f"127.0.0.1:{host}", text)
         if service in self.ports:
             container, host = self.ports[service]
             text = re.sub(rf"\b(127\.0\.0\.1|localhost):{container}\b", f"127.0.0.1:{host}", text)

@@ -239,15 +239,20 @@ def test_compose_stack_comes_up_healthy_on_the_host(compose_root: Path) -> None:
         assert time.monotonic() - started < READY_WITHIN_S
 
         stack.start("agent")
+        command = stack.spec("agent")["command"]
+        gpus = int(command[command.index("--simulate") + 1])
         stack.wait_healthy("alertmanager")
         stack.wait_healthy("prometheus")
 
         def agent_reports() -> bool:
             metrics = httpx.get(hosts.url("server", "/metrics"), timeout=5).text
-            return sum(
-                line.startswith("DCGM_FI_DEV_GPU_UTIL{") and 'instance="compose-node-1"' in line
-                for line in metrics.splitlines()
-            ) == int(stack.spec("agent")["command"][-1])
+            return (
+                sum(
+                    line.startswith("DCGM_FI_DEV_GPU_UTIL{") and 'instance="compose-node-1"' in line
+                    for line in metrics.splitlines()
+                )
+                == gpus
+            )
 
         wait_until(agent_reports, timeout=30, what="the simulated agent's GPUs on the server's /metrics", every=0.5)
 
