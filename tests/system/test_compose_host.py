@@ -204,15 +204,9 @@ def test_compose_stack_comes_up_healthy_on_the_host(compose_root: Path) -> None:
         temporary = cleanup.enter_context(contextlib.ExitStack())
         temporary.callback(postgres.stop_temporary)
         assert stack.healthcheck("postgres").returncode != 0, "the socket-only temporary server counts as healthy"
-        over_socket = [
-            shutil.which("pg_isready") or "pg_isready",
-            "-h",
-            str(postgres.sockets),
-            "-p",
-            str(postgres.port),
-        ]
-        over_socket += ["-U", "gpuwatch"]
-        assert run_healthcheck(over_socket, stack.environment("postgres"), 10).returncode == 0, "the old check's view"
+        # the old check, `pg_isready -U gpuwatch`, asked over the socket: the temporary server answers it
+        old_check = ["pg_isready", "-h", str(postgres.sockets), "-p", str(postgres.port), "-U", "gpuwatch"]
+        assert run_healthcheck(old_check, stack.environment("postgres"), 10).returncode == 0
         # init, started as early as the old socket check let it: it waits for the database, not fails
         init = stack.start("init")
         wait_until(lambda: "waiting for the database" in init.output(), timeout=30, what="init to wait", every=0.2)
@@ -297,10 +291,10 @@ def test_the_grafana_healthcheck_is_curl_on_its_port(tmp_path: Path) -> None:
             pass
 
     hosts = HostMap(compose, tmp_path, {"grafana": container_ports(compose)["grafana"]})
+    require_tool("curl")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", hosts.host_port("grafana")), Health)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        require_tool("curl")
         check = hosts.translate_argv(argv, "grafana")
         assert run_healthcheck(check, {"PATH": os.environ["PATH"]}, 10).returncode == 0
         status["code"] = 503
