@@ -166,9 +166,13 @@ class HostMap:
         spec = self.compose["services"][service]
         mounts: dict[str, Path] = {}
         for volume in spec.get("volumes", []):
+            if not isinstance(volume, str):
+                raise ComposeError(f"{service}: only the short volume syntax is mapped here: {volume!r}")
             source, target = volume.split(":")[:2]
-            if source.startswith(("./", "/")):
-                mounts[target] = self._copy(service, REPO / source if source.startswith("./") else Path(source))
+            if source.startswith("./"):
+                mounts[target] = self._copy(service, REPO / source)
+            elif source.startswith("/"):  # the host's own path (the gpu profile's /var/log, /sys)
+                mounts[target] = Path(source)
             else:
                 mounts[target] = self.root / "volumes" / source
                 mounts[target].mkdir(parents=True, exist_ok=True)
