@@ -353,6 +353,10 @@ _JOB_GAUGES = (
 )
 
 
+#: gpuwatch_job_gpu_attributed's value for each `JobSummary.gpu_attribution`.
+_ATTRIBUTED = {"full": 1.0, "partial": 0.5, "none": 0.0}
+
+
 def _job_families(jobs: JobTracker, max_rank_series: int) -> Iterator[Metric]:
     """Job series. Label cardinality: one series per job and rank (`rank="all"` for the job as a
     whole); a job with more than ``max_rank_series`` ranks exports only its `rank="all"` series.
@@ -367,10 +371,19 @@ def _job_families(jobs: JobTracker, max_rank_series: int) -> Iterator[Metric]:
     ckpt_failures = Metric(
         "gpuwatch_job_checkpoint_failures", "Checkpoint saves that failed in the background, by job.", "counter"
     )
+    attributed = Metric(
+        "gpuwatch_job_gpu_attributed",
+        "Whether the job's GPU samples are tied to it: 1 every rank with steps has GPU samples, 0.5 some "
+        "do, 0 none do (its GPU utilization is unknown, not zero). Absent: no steps nor samples in the window.",
+        "gauge",
+    )
     for name in jobs.jobs():
         summary = jobs.summary(name)
         if summary is None:
             continue
+        if any(r.steps or r.gpus for r in summary.ranks):
+            value = _ATTRIBUTED[summary.gpu_attribution]
+            attributed.add_sample("gpuwatch_job_gpu_attributed", {"job": name}, value)
         rows: list[tuple[dict[str, str], object]] = [({"job": name, "rank": "all", "node": ""}, summary)]
         if len(summary.ranks) <= max_rank_series:
             rows += [
@@ -395,6 +408,6 @@ def _job_families(jobs: JobTracker, max_rank_series: int) -> Iterator[Metric]:
             failed = float(summary.checkpoint_failures)
             ckpt_failures.add_sample("gpuwatch_job_checkpoint_failures_total", {"job": name}, failed)
     yield from gauges.values()
-    yield from (throughput, idle, gpu_hours, stragglers, hangs)
+    yield from (throughput, idle, gpu_hours, stragglers, hangs, attributed)
     yield from checkpoints.values()
     yield ckpt_failures

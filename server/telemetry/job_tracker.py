@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from gpuwatch.protocol import CheckpointReport, GpuSeries, JobProcess, StepReport, series_periods
 from server.telemetry.points import POINT_GAP_S, GpuPoint, PointRing, Window
@@ -101,6 +101,11 @@ class RankSummary:
     straggler: bool
 
 
+#: Whether a job's GPU samples are tied to it (`gpu_attribution`): "full" every rank with steps has GPU
+#: samples of its own, "partial" some do not, "none" no GPU sample is attributed to the job at all.
+GpuAttribution = Literal["none", "partial", "full"]
+
+
 @dataclass(frozen=True, slots=True)
 class JobSummary:
     job: str
@@ -134,6 +139,8 @@ class JobSummary:
     optimal_checkpoint_interval_s: float | None = None  # Young/Daly: sqrt(2 * blocking time * MTBF)
     gpus: int = 0
     gpu_hours_at_risk: float | None = None  # GPUs x time since the last complete save
+    gpu_attribution: GpuAttribution = "none"
+    gpu_attribution_note: str | None = None  # why it is not "full", in words
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -356,6 +363,7 @@ class JobTracker:
                 hung=job.hung,
                 ranks=ranks,
                 **self._checkpointing(job, ranks, now),
+                **_attribution(ranks, window),
             )
 
     def _checkpointing(self, job: JobState, ranks: tuple[RankSummary, ...], now: float) -> dict[str, Any]:
@@ -423,6 +431,33 @@ class JobTracker:
             job = self._jobs[name] = JobState(name, first_seen=now, introduced_by=node)
         job.last_activity = now
         return job
+
+
+def _attribution(ranks: tuple[RankSummary, ...], window: float) -> dict[str, Any]:
+    """Say when the job's GPU time is missing rather than zero. The agent ties a GPU sample to a job
+    through the process on the GPU (the NVML process list, or the GPU the client declared from
+    LOCAL_RANK / CUDA_VISIBLE_DEVICES); a job whose processes are matched by neither reports steps and
+    gets no GPU utilization, idle time or energy at all."""
+    stepping = [r.rank for r in ranks if r.steps]
+    if not any(r.gpus for r in ranks):
+        if not stepping:
+            note = f"neither steps nor GPU samples of the job in the last {window:g} s"
+        else:
+            note = (
+                f"ranks {stepping} report steps but no GPU sample is attributed to the job in the last {window:g} s: "
+                "its processes are not tied to a GPU (no LOCAL_RANK or CUDA_VISIBLE_DEVICES in what the training "
+                "client registered, and the driver's process list names none of them), so its GPU utilization, "
+                "idle GPU-hours and energy are unknown, not zero"
+            )
+        return {"gpu_attribution": "none", "gpu_attribution_note": note}
+    untied = [r.rank for r in ranks if r.steps and not r.gpus]
+    if untied:
+        note = (
+            f"ranks {untied} report steps but no GPU sample of their own in the last {window:g} s: the job's "
+            "GPU utilization is that of its other ranks' GPUs (and of samples whose process named no rank)"
+        )
+        return {"gpu_attribution": "partial", "gpu_attribution_note": note}
+    return {"gpu_attribution": "full", "gpu_attribution_note": None}
 
 
 def _sum_or_none(values: list[float | None]) -> float | None:

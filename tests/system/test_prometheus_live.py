@@ -3,7 +3,8 @@
 The scenario, all real processes on loopback: a server; three simulated agents (prom-node-a with
 4 GPUs and InfiniBand counters from a fixture tree, prom-node-b with 2, prom-node-c with 1); a job
 `llama-train` with two ranks on node a, one a straggler, 35% of each step in collectives; a job
-`stuck-job` on node b that stops stepping (a hang); a job `bert-ft` on node c, whose agent then
+`stuck-job` on node b that stops stepping (a hang); a job `etl-prep` on node b whose process names no
+GPU (no LOCAL_RANK), so no GPU sample is attributed to it; a job `bert-ft` on node c, whose agent then
 stops (a silent node with a job on it); Xid 79, Xid 74 and thermal throttling on node a's GPUs,
 Xid 48 (a double-bit ECC error) on node b; a run of `resnet-ft` that fails (exit 137), whose
 incident is diagnosed and decided on; ingest batches refused.
@@ -123,7 +124,7 @@ def _agent(base: str, tmp: Path, token: str, node: str, client_port: int, *extra
 
 
 def _report(
-    client_port: int, job: str, rank: int, gpu: int, pid: int, steps: list[tuple[float, float]], **kw: float
+    client_port: int, job: str, rank: int, gpu: int | None, pid: int, steps: list[tuple[float, float]], **kw: float
 ) -> None:
     """What gpuwatch.client would post for one rank: its process, and steps of (duration, comm) s
     ending now."""
@@ -180,7 +181,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     env["GPUWATCH_DISRUPTION_MIN_NODES"] = "4"
     env["GPUWATCH_HANG_CHECK_S"] = "0.5"
     client_ports = {node: free_port() for node in GPUS}
-    sleepers = [subprocess.Popen(["sleep", "600"]) for _ in range(4)]  # the ranks' processes: idle
+    sleepers = [subprocess.Popen(["sleep", "600"]) for _ in range(5)]  # the ranks' processes: idle
     scene = Scenario(base, tmp, None)
     try:
         scene.procs.append(start_server(tmp, port, tmp / "server.log", env))
@@ -209,6 +210,8 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
         _report(client_ports[NODE_A], "llama-train", 1, 1, sleepers[1].pid, [(0.5, 0.05)] * 8)
         _report(client_ports[NODE_B], "stuck-job", 0, 0, sleepers[2].pid, [(0.2, 0.01)] * 3, hang_timeout_s=1.0)
         _report(client_ports[NODE_C], "bert-ft", 0, 0, sleepers[3].pid, [(0.3, 0.05)] * 4)
+        # No GPU named: the agent cannot tie any GPU sample to etl-prep (a long hang timeout: no hang).
+        _report(client_ports[NODE_B], "etl-prep", 0, None, sleepers[4].pid, [(0.2, 0.0)] * 3, hang_timeout_s=3600.0)
         for node, gpu, fault, params in [
             (NODE_A, 3, "xid", {"code": 79}),
             (NODE_A, 2, "xid", {"code": 74}),
@@ -234,6 +237,8 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
                 and _metric_value(text, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", instance=NODE_B, gpu="1") == 1.0
                 and _metric_value(text, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", instance=NODE_A, gpu="1") == 96.0
                 and _metric_value(text, "gpuwatch_job_throughput", job="llama-train") is not None
+                and _metric_value(text, "gpuwatch_job_gpu_attributed", job="llama-train") == 1.0
+                and _metric_value(text, "gpuwatch_job_gpu_attributed", job="etl-prep") == 0.0
             )
             return text if ready else None
 
@@ -325,6 +330,25 @@ def test_every_dashboard_query_parses_and_returns_data(scenario: Scenario) -> No
         wait_until(lambda: not empty(), timeout=20, what="every query to return data", every=1)
     except AssertionError:
         assert empty() == []
+
+
+@pytest.mark.prometheus
+def test_a_job_without_gpu_attribution_is_flagged_through_prometheus(scenario: Scenario) -> None:
+    """The Job dashboard's attribution panel, for the job whose process names no GPU and for one whose does;
+    the job's utilization answer says the same in words."""
+    prom = _prometheus(scenario)
+    [panel] = [p for p in load(ROOT / "dashboards" / "gpuwatch-job.json")["panels"] if p["title"] == "GPU attribution"]
+    expr = panel["targets"][0]["expr"]
+
+    def attributed(job: str) -> float | None:
+        series = prom.query(substitute(expr, {"job": job}))
+        return float(series[0]["value"][1]) if series else None
+
+    wait_until(lambda: attributed("etl-prep") == 0.0 and attributed("llama-train") == 1.0, 20, "both jobs scraped")
+    [job] = httpx.get(f"{scenario.base}/api/v1/jobs", params={"name": "etl-prep"}).json()
+    answer = httpx.get(f"{scenario.base}/api/v1/jobs/{job['id']}/utilization").json()
+    assert answer["gpu_attribution"] == "none" and answer["gpu_util_mean"] is None
+    assert "no GPU sample is attributed" in answer["gpu_attribution_note"]
 
 
 @pytest.mark.prometheus
