@@ -17,7 +17,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from grafana_foundation_sdk.builders import bargauge, heatmap, prometheus, stat, table, timeseries
 from grafana_foundation_sdk.builders import common as common_builders
@@ -37,7 +37,8 @@ SERVER_URL_DEFAULT = "http://localhost:8600"
 Panel = Builder[model.Panel]
 Group = tuple[dash.Row, list[Panel]]
 Steps = Sequence[tuple[float, str]]  # threshold steps above the green base: (value, color)
-P = TypeVar("P", bound=Panel)
+#: The SDK's panel builders this file uses; they share the methods of `_panel` and `_range` (no base class).
+P = TypeVar("P", stat.Panel, timeseries.Panel, table.Panel, bargauge.Panel, heatmap.Panel)
 
 # Xid codes worth a name on a panel (gpuwatch/diagnosis/xid.py has the full table).
 XID_NAMES = {
@@ -137,8 +138,8 @@ class _PrometheusAnnotationQuery(model.AnnotationQuery):
     not the Prometheus datasource's own fields (title and tags from labels, the step), so they are
     added here."""
 
-    def __init__(self, *, title: str, tags: str, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, name: str, expr: str, title: str, color: str, tags: str) -> None:
+        super().__init__(name=name, datasource=DATASOURCE, enable=True, icon_color=color, expr=expr)
         self.title_format, self.tag_keys = title, tags
 
     def to_json(self) -> dict[str, object]:
@@ -156,9 +157,7 @@ class PrometheusAnnotation(Builder[model.AnnotationQuery]):
     """Marks from a Prometheus expression: every step where it returns a series is marked."""
 
     def __init__(self, name: str, expr: str, title: str, color: str, tags: str) -> None:
-        self._internal = _PrometheusAnnotationQuery(
-            name=name, datasource=DATASOURCE, enable=True, icon_color=color, expr=expr, title=title, tags=tags
-        )
+        self._internal = _PrometheusAnnotationQuery(name, expr, title, color, tags)
 
     def build(self) -> model.AnnotationQuery:
         return self._internal
@@ -197,19 +196,19 @@ def _last_value() -> common_builders.ReduceDataOptions:
 
 def _panel(panel: P, title: str, description: str, targets: list[prometheus.Dataquery], w: int, h: int) -> P:
     """What every panel has: title, description, the datasource, its queries (refIds A, B, …) and size."""
-    panel.title(title).description(description).datasource(DATASOURCE).span(w).height(h)  # type: ignore[attr-defined]
+    panel.title(title).description(description).datasource(DATASOURCE).span(w).height(h)
     for i, query in enumerate(targets):
-        panel.with_target(query.ref_id(chr(ord("A") + i)))  # type: ignore[attr-defined]
+        panel.with_target(query.ref_id(chr(ord("A") + i)))
     return panel
 
 
 def _range(panel: P, unit: str | None, minimum: float | None, maximum: float | None) -> P:
     if unit:
-        panel.unit(unit)  # type: ignore[attr-defined]
+        panel.unit(unit)
     if minimum is not None:
-        panel.min(minimum)  # type: ignore[attr-defined]
+        panel.min(minimum)
     if maximum is not None:
-        panel.max(maximum)  # type: ignore[attr-defined]
+        panel.max(maximum)
     return panel
 
 
@@ -367,8 +366,9 @@ def value_names(values: dict[float, tuple[str, str | None]]) -> list[model.Value
 
 XID_MAPPING = value_names({code: (name, None) for code, name in XID_NAMES.items()})
 UP_DOWN = value_names({1: ("up", "green"), 0: ("down", "red")})
-PERCENT = {"unit": "percent", "minimum": 0, "maximum": 100}
 HOT = [(85.0, "orange"), (90.0, "red")]
+#: 0-100 %: `**PERCENT` in a panel's arguments.
+PERCENT: dict[str, Any] = {"unit": "percent", "minimum": 0, "maximum": 100}
 
 
 def _incident_table(selector: str, title: str, description: str, *, w: int, h: int) -> table.Panel:
@@ -696,9 +696,19 @@ def _node_summary() -> Group:
     ]
 
 
-def _per_gpu(title: str, description: str, metric: str, **style: object) -> timeseries.Panel:
+def _per_gpu(
+    title: str,
+    description: str,
+    metric: str,
+    *,
+    unit: str | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    threshold: float | None = None,
+) -> timeseries.Panel:
     """One line per GPU of the node (and of the `$gpu` choice) for a DCGM field."""
-    return series_panel(title, description, [target(f"{metric}{{{GPUS}}}", "GPU {{gpu}}")], **style)  # type: ignore[arg-type]
+    query = target(f"{metric}{{{GPUS}}}", "GPU {{gpu}}")
+    return series_panel(title, description, [query], unit=unit, minimum=minimum, maximum=maximum, threshold=threshold)
 
 
 def _node_gpus() -> Group:
@@ -979,7 +989,7 @@ def _job_ranks() -> Group:
             "GPU utilization by rank",
             "Mean utilization of each rank's GPU over the job window.",
             [target(f"gpuwatch_job_gpu_utilization{{{RANKS}}}", BY_RANK)],
-            **PERCENT,  # type: ignore[arg-type]
+            **PERCENT,
         ),
         series_panel(
             "Step time by rank",
