@@ -73,30 +73,83 @@ def register(session: Session, node: Node, req: RegisterRequest) -> list[Gpu]:
     return upsert_gpus(session, node.id, req.gpus, now)
 
 
-def upsert_gpus(session: Session, node_id: int, infos: list[GpuInfo], now: datetime) -> list[Gpu]:
+#: A GPU unseen this long on its node may be claimed by another one (it was moved) although its old node's
+#: token is live; before that, a claim is a conflict (two agents naming one GPU: a cloned configuration,
+#: or a node speaking for another's hardware).
+GPU_MOVE_AFTER_S = 3600.0
+
+
+class GpuClaimConflict(Exception):
+    """An inventory names a GPU that another live node holds, or one UUID twice (the answer is 409 / 422)."""
+
+    def __init__(self, detail: str, duplicate: bool = False) -> None:
+        super().__init__(detail)
+        self.duplicate = duplicate
+
+
+def upsert_gpus(session: Session, node_id: int, infos: list[GpuInfo], now: datetime, strict: bool = True) -> list[Gpu]:
     """The node's GPUs for ``infos``, matched by index, created or described anew; one flush. Two queries
     for the whole inventory, not two and a flush per GPU: 12,500 nodes registering at once (an agent
-    rollout) was minutes of a core (bench/register.py)."""
+    rollout) was minutes of a core (bench/register.py).
+
+    A UUID is the identity of a piece of hardware, and whose it is is decided here: a row another node
+    holds moves to this one only when that node can no longer speak (no live token: renamed or retired)
+    or has not seen the GPU for `GPU_MOVE_AFTER_S`. Otherwise ``strict`` (a registration) raises
+    `GpuClaimConflict`, and a GPU learnt from samples gets a row of this node's own under a placeholder
+    UUID, so that its samples are kept and nobody else's row (nor the rollup flush shared by every node)
+    is touched."""
+    if strict and (twice := _listed_twice(infos)):
+        raise GpuClaimConflict(f"the inventory lists GPU {twice} under more than one index", duplicate=True)
     mine = {g.index: g for g in session.scalars(select(Gpu).where(Gpu.node_id == node_id))}
-    new = [info.uuid for info in infos if info.index not in mine]
-    elsewhere = {g.uuid: g for g in session.scalars(select(Gpu).where(Gpu.uuid.in_(new)))} if new else {}
+    wanted = [info.uuid for info in infos if (g := mine.get(info.index)) is None or g.uuid != info.uuid]
+    held = {g.uuid: g for g in session.scalars(select(Gpu).where(Gpu.uuid.in_(wanted)))} if wanted else {}
     gpus = []
     for info in infos:
-        gpu = mine.get(info.index)
+        gpu, other = mine.get(info.index), held.get(info.uuid)
+        uuid = info.uuid
+        if other is not None and other is not gpu:
+            if other.node_id != node_id and not _may_move(session, other, now):
+                if strict:
+                    owner = session.get(Node, other.node_id)
+                    raise GpuClaimConflict(
+                        f"GPU {info.uuid} is node {owner.name if owner else other.node_id}'s (GPU {other.index}, "
+                        f"seen {other.last_seen_at:%Y-%m-%d %H:%M:%S}Z); revoke that node's tokens if it moved"
+                    )
+                uuid, other = f"unclaimed:{node_id}:{info.index}", None
+            elif gpu is not None:  # this index's row stays; the other row keeps its history, retired
+                other.uuid = f"retired:{other.id}:{other.uuid}"[:96]
+                session.flush()
+                other = None
         if gpu is None:
             # A GPU with this UUID seen elsewhere before (moved, or a node renamed) keeps its row.
-            gpu = elsewhere.get(info.uuid) or Gpu(uuid=info.uuid)
+            gpu = other or Gpu(uuid=uuid)
             gpu.node_id, gpu.index = node_id, info.index
             session.add(gpu)
             mine[info.index] = gpu  # an index listed twice: the second describes the same row
-        _describe(gpu, info, now)
+        _describe(gpu, info, uuid, now)
         gpus.append(gpu)
     session.flush()
     return gpus
 
 
-def _describe(gpu: Gpu, info: GpuInfo, now: datetime) -> None:
-    gpu.uuid = info.uuid
+def _listed_twice(infos: list[GpuInfo]) -> str | None:
+    index_of: dict[str, int] = {}
+    for info in infos:
+        if index_of.setdefault(info.uuid, info.index) != info.index:
+            return info.uuid
+    return None
+
+
+def _may_move(session: Session, gpu: Gpu, now: datetime) -> bool:
+    """Whether ``gpu``'s node has let it go: no live token of that node, or the GPU long unseen there."""
+    if gpu.last_seen_at is None or (now - gpu.last_seen_at).total_seconds() > GPU_MOVE_AFTER_S:
+        return True
+    live = select(ApiToken.id).where(ApiToken.node_id == gpu.node_id, ApiToken.revoked_at.is_(None)).limit(1)
+    return session.scalar(live) is None
+
+
+def _describe(gpu: Gpu, info: GpuInfo, uuid: str, now: datetime) -> None:
+    gpu.uuid = uuid
     gpu.model = info.name
     gpu.memory_total_mib = info.memory_total_mib
     gpu.pci_bus_id = info.pci_bus_id
@@ -118,7 +171,7 @@ def store_faults(session: Session, node_id: int, changes: Iterable[FaultChange])
     changes = list(changes)
     known = set(session.scalars(select(Gpu.index).where(Gpu.node_id == node_id)))
     if missing := [GpuInfo(index=c.gpu, uuid=c.uuid, name="unknown") for c in changes if c.gpu not in known]:
-        upsert_gpus(session, node_id, missing, datetime.fromtimestamp(max(c.ts for c in changes), UTC))
+        upsert_gpus(session, node_id, missing, datetime.fromtimestamp(max(c.ts for c in changes), UTC), False)
     rows = [
         {"node": node_id, "gpu_index": c.gpu, "at": datetime.fromtimestamp(c.ts, UTC)}
         | {f"f_{k}": v for k, v in c.faults._asdict().items()}

@@ -253,7 +253,7 @@ class RollupBuffer:
             if (node, index) not in ids:  # sampled before (or without) registration: learn it from the sample
                 seen = datetime.fromtimestamp(p.gpu_seen[(node, index)], UTC)
                 info = GpuInfo(index=index, uuid=uuid, name="unknown", memory_total_mib=total)
-                ids[(node, index)] = upsert_gpus(session, node, [info], seen)[0].id
+                ids[(node, index)] = upsert_gpus(session, node, [info], seen, strict=False)[0].id
         return ids
 
     def _write_seen(self, session: Session, seen: dict[int, float]) -> None:

@@ -15,7 +15,7 @@ from server.api.deps import NodeDep, ServicesDep, own_node
 from server.ingest.writer import QueueFull
 from server.store.db import transaction
 from server.store.models import Node, utcnow
-from server.store.nodes import register
+from server.store.nodes import GpuClaimConflict, register
 
 router = APIRouter(prefix=Api.PREFIX, tags=["ingest"])
 
@@ -37,7 +37,10 @@ async def register_node(request: Request, node: NodeDep, svc: ServicesDep) -> Re
         with transaction(svc.sessions) as session:
             register(session, _row(session, node), req)
 
-    await run_in_threadpool(work)
+    try:
+        await run_in_threadpool(work)
+    except GpuClaimConflict as exc:
+        raise HTTPException(422 if exc.duplicate else 409, str(exc)) from None
     svc.telemetry.set_inventory(node.name, req.gpus)
     svc.telemetry.touch(node.name)
     return RegisterResponse(

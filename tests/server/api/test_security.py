@@ -726,3 +726,56 @@ def test_the_server_serves_https_and_the_agent_trusts_a_private_ca(tmp_path: Pat
         if agent is not None:
             agent.stop()
         server.stop()
+
+
+# --- a GPU's identity: a node claims only GPUs that are not another live node's ---------------------
+
+
+def _gpu_owner(c: Cluster, uuid: str) -> list[tuple[str, int, str]]:
+    """(node, index, uuid) of the GPU rows holding ``uuid`` (a retired row keeps it behind a prefix)."""
+    from server.store.models import Gpu
+
+    with c.srv.services.sessions() as s:
+        rows = s.execute(sql_select(Node.name, Gpu.index, Gpu.uuid).join(Node, Node.id == Gpu.node_id)).all()
+    return sorted((name, index, u) for name, index, u in rows if uuid in u)
+
+
+def test_a_node_cannot_take_another_live_nodes_gpu(cluster: Cluster) -> None:
+    """Node b names node a's GPU (by register, as a new index, as an existing index's new UUID, or only in
+    its samples): a's GPU row stays a's, b's register is a 409 naming the owner, b's samples are stored on
+    a row of b's own, and nobody's rollups or batches fail."""
+    a, b = cluster.a, cluster.b
+    gpu = {"index": 0, "uuid": "GPU-aaaa", "name": "NVIDIA H100"}
+    assert a.post("/api/v1/nodes/register", json={"hostname": "a", "gpus": [gpu]}).status_code == 200
+
+    taken = b.post("/api/v1/nodes/register", json={"hostname": "b", "gpus": [gpu]})
+    assert taken.status_code == 409, taken.text
+    assert "GPU-aaaa" in taken.json()["detail"] and "node-a" in taken.json()["detail"]
+    assert b.post("/api/v1/nodes/register", json={"hostname": "b", "gpus": [{**gpu, "uuid": "GPU-bbbb"}]}).is_success
+    swapped = b.post("/api/v1/nodes/register", json={"hostname": "b", "gpus": [gpu]})  # index 0's new UUID
+    assert swapped.status_code == 409, swapped.text
+    assert _gpu_owner(cluster, "GPU-aaaa") == [("node-a", 0, "GPU-aaaa")]
+
+    twice = [gpu | {"uuid": "GPU-cccc"}, gpu | {"index": 1, "uuid": "GPU-cccc"}]
+    dup = b.post("/api/v1/nodes/register", json={"hostname": "b", "gpus": twice})
+    assert dup.status_code == 422 and "GPU-cccc" in dup.text
+
+    # Samples alone (a GPU index b never registered, carrying a's UUID): stored under b, a's row untouched.
+    ts = time.time()
+    batch = Batch(batch_id=1, samples=[GpuSample(ts=ts, gpu=5, uuid="GPU-aaaa", util_gpu=10.0)])
+    assert b.post("/api/v1/ingest", content=batch.model_dump_json().encode()).status_code == 200
+    cluster.srv.services.writer.flush_rollups()  # the rollups' GPU rows: a failure here would stall every node
+    assert _gpu_owner(cluster, "GPU-aaaa") == [("node-a", 0, "GPU-aaaa")]
+    _healthy(cluster, 2)
+
+
+def test_a_gpu_moves_to_another_node_once_its_old_node_is_revoked(cluster: Cluster) -> None:
+    """A node renamed (its old name's tokens revoked) keeps its GPUs' rows: the claim is not a conflict."""
+    gpu = {"index": 0, "uuid": "GPU-dddd", "name": "NVIDIA H100"}
+    assert cluster.a.post("/api/v1/nodes/register", json={"hostname": "a", "gpus": [gpu]}).status_code == 200
+    from server.store.nodes import revoke_tokens
+
+    with transaction(cluster.srv.services.sessions) as session:
+        revoke_tokens(session, "node-a")
+    assert cluster.b.post("/api/v1/nodes/register", json={"hostname": "b", "gpus": [gpu]}).status_code == 200
+    assert _gpu_owner(cluster, "GPU-dddd") == [("node-b", 0, "GPU-dddd")]
