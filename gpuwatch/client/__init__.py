@@ -43,10 +43,9 @@ import functools
 from collections.abc import Callable
 from time import perf_counter
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpuwatch.client import checkpoint as _checkpoint_module
-from gpuwatch.client.async_checkpoint import AsyncCheckpointer, CheckpointError
 from gpuwatch.client.checkpoint import (
     checkpoint_saved,
     install_preemption_handler,
@@ -55,6 +54,9 @@ from gpuwatch.client.checkpoint import (
     resume_path,
 )
 from gpuwatch.client.reporter import Reporter
+
+if TYPE_CHECKING:
+    from gpuwatch.client.async_checkpoint import AsyncCheckpointer, CheckpointError
 
 __all__ = [
     "AsyncCheckpointer",
@@ -163,6 +165,16 @@ def configure(
     GPUWATCH_AGENT_URL or http://127.0.0.1:8601. Invalid values raise ValueError here, at setup.
     """
     _reporter.configure(job=job, rank=rank, agent_url=agent_url, hang_timeout_s=hang_timeout_s)
+
+
+def __getattr__(name: str) -> Any:
+    """`AsyncCheckpointer` and `CheckpointError`, imported on first use: their module (and the checkpoint
+    validation it needs) is a third of the import time of a client that may never checkpoint."""
+    if name in ("AsyncCheckpointer", "CheckpointError"):
+        from gpuwatch.client import async_checkpoint
+
+        return getattr(async_checkpoint, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def stats() -> dict[str, int]:

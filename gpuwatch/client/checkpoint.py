@@ -26,7 +26,6 @@ without a step loop.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import signal
 import sys
@@ -36,11 +35,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gpuwatch.client.lazy_log import log
+
 RESUME_ENV = "GPUWATCH_RESUME_FROM"
 CHECKPOINT_LOG_ENV = "GPUWATCH_CHECKPOINT_LOG"
 PREEMPTED_EXIT = 143  # 128 + SIGTERM: what a process killed by SIGTERM reports, and what schedulers expect
-
-log = logging.getLogger("gpuwatch.client")
 
 #: The process's reporter: set by `gpuwatch.client` (which imports this module, so this one cannot
 #: import it back), read at each report (tests swap the reporter).

@@ -25,8 +25,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from gpuwatch.protocol import JobProcess
+if TYPE_CHECKING:  # imported where used: `import gpuwatch.client` must not pull in pydantic
+    from gpuwatch.protocol import JobProcess
 
 _MAX_NAME = 255
 _LOOPBACK = ("localhost", "::1", "0.0.0.0")
@@ -173,6 +175,8 @@ def identity_from_env(env: Mapping[str, str], pid: int, hostname: str) -> JobPro
     job = explicit or job
     if job is None:
         return None
+    from gpuwatch.protocol import JobProcess
+
     return JobProcess(
         job=job[:_MAX_NAME],
         pid=pid,

@@ -7,29 +7,33 @@ thread that wakes every ``interval_s``. Nothing the thread does can raise into t
 when the agent is away the buffers stay bounded and every step that cannot be delivered is counted
 as dropped, so ``sent + dropped + buffered`` accounts for every step recorded (give or take one
 while a full buffer is being drained).
+
+The wire models (`gpuwatch.protocol`, hence pydantic), `http.client` and `socket` are imported where
+they are used, mostly on that thread, never by ``import gpuwatch.client``: a training script, or a
+DataLoader worker that imports the client and never steps, does not pay for them (bench/README.md).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import http.client
-import logging
 import math
 import os
-import socket
 import threading
 import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from gpuwatch.client.identity import identity_from_env
-from gpuwatch.protocol import MAX_BATCH_ITEMS, CheckpointReport, ClientReport, CollectiveStat, JobProcess, StepReport
+from gpuwatch.client.lazy_log import log
 
-log = logging.getLogger("gpuwatch.client")
+if TYPE_CHECKING:  # imported where used, on the reporter's thread: not by `import gpuwatch.client`
+    import http.client
+
+    from gpuwatch.protocol import CheckpointReport, JobProcess
 
 DEFAULT_AGENT_URL = "http://127.0.0.1:8601"
 AGENT_URL_ENV = "GPUWATCH_AGENT_URL"
@@ -41,7 +45,8 @@ BACKOFF_MAX_S = 30.0
 #: With no new steps the thread still posts this often, so the agent keeps seeing a live (maybe hung) process.
 HEARTBEAT_S = 5.0
 #: Steps per POST: a backlog after an outage goes out in several bodies of a few hundred KB each.
-MAX_POST_STEPS = min(2_000, MAX_BATCH_ITEMS)
+#: At most `gpuwatch.protocol.MAX_BATCH_ITEMS` (a test holds it there; not imported: see the docstring).
+MAX_POST_STEPS = 2_000
 #: How long the interpreter's exit may wait for the last flush.
 EXIT_DEADLINE_S = 1.0
 #: Collectives kept between two step boundaries; only a process that times collectives but never
@@ -70,6 +75,8 @@ class HttpSender:
         self._key: tuple[str, str, int | None] | None = None
 
     def __call__(self, url: str, body: bytes) -> None:
+        import http.client  # with email and ssl: not at import (see the module's docstring)
+
         parts = urlsplit(url)
         key = (parts.scheme, parts.hostname or "127.0.0.1", parts.port)
         if self._conn is None or key != self._key:
@@ -265,6 +272,10 @@ class Reporter:
         return os.environ if self._env is None else self._env
 
     def _build_process(self, overrides: Mapping[str, Any]) -> JobProcess:
+        import socket
+
+        from gpuwatch.protocol import JobProcess
+
         pid, host = os.getpid(), socket.gethostname()
         found = identity_from_env(self._environ(), pid, host)
         base = found.model_dump() if found else {"job": f"local-{host}-{pid}", "pid": pid, "rank": 0}
@@ -390,6 +401,8 @@ class Reporter:
 
     def _encode(self, batch: list[_Step], checkpoints: list[CheckpointReport] | None = None) -> tuple[bytes, int]:
         """The JSON body for ``batch``; a step that fails validation is dropped alone (and counted)."""
+        from gpuwatch.protocol import ClientReport, CollectiveStat, StepReport
+
         process = self.process()
         job, rank = process.job, process.rank or 0
         steps: list[StepReport] = []

@@ -16,8 +16,8 @@ import pytest
 
 import gpuwatch.client as gw
 from gpuwatch.client.identity import identity_from_env, job_from_pod_name
-from gpuwatch.client.reporter import Reporter
-from gpuwatch.protocol import ClientReport, StepReport
+from gpuwatch.client.reporter import MAX_POST_STEPS, Reporter
+from gpuwatch.protocol import MAX_BATCH_ITEMS, ClientReport, StepReport
 from tests.helpers import REPO, free_port, wait_until
 
 ROOT = str(REPO)
@@ -216,10 +216,40 @@ def test_garbage_values_count_as_absent() -> None:
 # --- the public API ------------------------------------------------------------------------------
 
 
-def test_import_needs_neither_torch_nor_agent_nor_server() -> None:
-    code = "import sys, gpuwatch.client; print(sorted({'torch', 'agent', 'server', 'httpx'} & set(sys.modules)))"
+def test_import_needs_neither_torch_nor_agent_nor_server_nor_pydantic() -> None:
+    """A training script's ``import gpuwatch.client`` stays light: the wire models (pydantic), the HTTP
+    client and the checkpointer are imported when first used (bench/client_import.py)."""
+    heavy = {"torch", "agent", "server", "httpx", "pydantic", "gpuwatch.protocol", "http.client"}
+    heavy |= {"gpuwatch.client.async_checkpoint", "gpuwatch.recovery"}
+    code = f"import sys, gpuwatch.client; print(sorted({heavy!r} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_checkpointer_is_imported_on_first_use() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        from gpuwatch.client import *
+        import gpuwatch.client as gw
+        print(AsyncCheckpointer.__module__, issubclass(CheckpointError, Exception))
+        print(gw.AsyncCheckpointer is AsyncCheckpointer, "gpuwatch.client.async_checkpoint" in sys.modules)
+        try:
+            gw.no_such_name
+        except AttributeError as exc:
+            print(exc)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == [
+        "gpuwatch.client.async_checkpoint True",
+        "True True",
+        "module 'gpuwatch.client' has no attribute 'no_such_name'",
+    ]
+
+
+def test_a_post_of_steps_fits_in_one_agent_batch() -> None:
+    assert MAX_POST_STEPS <= MAX_BATCH_ITEMS
 
 
 def test_steps_with_no_agent_listening_never_raise_and_are_counted_dropped(reporter: Reporter) -> None:
