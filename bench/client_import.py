@@ -8,10 +8,10 @@ disturbed by other load on a shared machine). Each child also says whether pydan
 wire models (`gpuwatch.protocol`) after the client: what the reporter's thread pays at its first
 report. Bytecode is cached, as in any installed package, in a temporary ``PYTHONPYCACHEPREFIX`` that
 a first, untimed run of each command fills (also where ``PYTHONDONTWRITEBYTECODE`` is set). ``--tree
-DIR`` imports the ``gpuwatch`` of another checkout (e.g. one unpacked with ``git archive``) to
-measure another commit with the same interpreter.
+DIR`` (repeatable) imports the ``gpuwatch`` of other checkouts (e.g. one of another commit unpacked
+with ``git archive``), interleaved in the same run with the same interpreter.
 
-    .venv/bin/python bench/client_import.py [--repeats 10] [--tree DIR]
+    .venv/bin/python bench/client_import.py [--repeats 10] [--tree DIR ...]
 """
 
 from __future__ import annotations
@@ -51,60 +51,71 @@ def run_once(code: str, tree: Path, env: dict[str, str]) -> tuple[float, float, 
     return wall, usage.ru_utime + usage.ru_stime, out.decode()
 
 
+def _ms(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--tree", type=Path, default=ROOT, help="checkout whose gpuwatch is imported")
+    parser.add_argument(
+        "--tree", type=Path, action="append", help="checkout whose gpuwatch is imported (repeatable; default: this one)"
+    )
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
-    if not (args.tree / "gpuwatch" / "client" / "__init__.py").is_file():
-        parser.error(f"{args.tree} holds no gpuwatch/client package")
+    trees = [t.resolve() for t in args.tree or [ROOT]]
+    for tree in trees:
+        if not (tree / "gpuwatch" / "client" / "__init__.py").is_file():
+            parser.error(f"{tree} holds no gpuwatch/client package")
 
-    # Run in the tree, and with it on PYTHONPATH: its gpuwatch wins over the editable install's finder.
-    tree = args.tree.resolve()
     pycache = tempfile.TemporaryDirectory(prefix="gpuwatch-pycache-")
-    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONPYCACHEPREFIX": pycache.name}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    variants = {"bare interpreter (`-c pass`)": "pass", "`import gpuwatch.client`": IMPORT}
-    for code in (*variants.values(), DEFERRED):  # warm the page cache and write the .pyc files first
-        run_once(code, tree, env)
-    walls: dict[str, list[float]] = {name: [] for name in variants}
-    cpus: dict[str, list[float]] = {name: [] for name in variants}
-    pydantic: set[str] = set()
-    inside: list[float] = []
-    deferred: list[float] = []
+    # Each child runs in its tree, with it on PYTHONPATH: its gpuwatch wins over an editable install's.
+    envs = {t: {**os.environ, "PYTHONPATH": str(t), "PYTHONPYCACHEPREFIX": pycache.name} for t in trees}
+    for env in envs.values():
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    # (label, code, tree): the bare interpreter once, then the import of each tree.
+    variants = [("bare interpreter (`-c pass`)", "pass", trees[0])]
+    variants += [(f"`import gpuwatch.client` ({t})", IMPORT, t) for t in trees]
+    for _, code, tree in variants:  # warm the page cache and write the .pyc files first
+        run_once(code, tree, envs[tree])
+    for tree in trees:
+        run_once(DEFERRED, tree, envs[tree])
+    walls: dict[str, list[float]] = {label: [] for label, _, _ in variants}
+    cpus: dict[str, list[float]] = {label: [] for label, _, _ in variants}
+    pydantic: dict[Path, set[str]] = {t: set() for t in trees}
+    inside: dict[Path, list[float]] = {t: [] for t in trees}
+    deferred: dict[Path, list[float]] = {t: [] for t in trees}
     for _ in range(args.repeats):
-        for name, code in variants.items():
-            wall, cpu, out = run_once(code, tree, env)
-            walls[name].append(wall * 1e3)
-            cpus[name].append(cpu * 1e3)
+        for label, code, tree in variants:  # interleaved, so drift hits every variant alike
+            wall, cpu, out = run_once(code, tree, envs[tree])
+            walls[label].append(wall * 1e3)
+            cpus[label].append(cpu * 1e3)
             if code == IMPORT:
                 flag, ms = out.split()
-                pydantic.add(flag)
-                inside.append(float(ms))
-        deferred.append(float(run_once(DEFERRED, tree, env)[2]))
+                pydantic[tree].add(flag)
+                inside[tree].append(float(ms))
+        for tree in trees:
+            deferred[tree].append(float(run_once(DEFERRED, tree, envs[tree])[2]))
 
-    print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; tree {tree}")
-    print(f"median of {args.repeats} processes each, interleaved; pydantic imported: {' / '.join(sorted(pydantic))}")
+    print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs")
+    print(f"median (min-max) of {args.repeats} processes each, interleaved; times in ms")
     print()
-    print("| process | wall ms (min-max) | CPU ms (min-max) |")
-    print("|---|---|---|")
-    for name in variants:
-        w, c = walls[name], cpus[name]
+    print("| process | wall | CPU | added wall | added CPU | import statement | pydantic loaded | then protocol |")
+    print("|---|---|---|---|---|---|---|---|")
+    bare = variants[0][0]
+    base_wall, base_cpu = statistics.median(walls[bare]), statistics.median(cpus[bare])
+    print(f"| {bare} | {_ms(walls[bare])} | {_ms(cpus[bare])} | | | | | |")
+    for label, _, tree in variants[1:]:
+        w, c = walls[label], cpus[label]
         print(
-            f"| {name} | {statistics.median(w):.1f} ({min(w):.1f}-{max(w):.1f}) "
-            f"| {statistics.median(c):.1f} ({min(c):.1f}-{max(c):.1f}) |"
+            f"| {label} | {_ms(w)} | {_ms(c)} | {statistics.median(w) - base_wall:+.1f} "
+            f"| {statistics.median(c) - base_cpu:+.1f} | {_ms(inside[tree])} | {'/'.join(sorted(pydantic[tree]))} "
+            f"| {statistics.median(deferred[tree]):.1f} |"
         )
-    bare, imp = variants
-    print(
-        f"| added by the import | {statistics.median(walls[imp]) - statistics.median(walls[bare]):+.1f} "
-        f"| {statistics.median(cpus[imp]) - statistics.median(cpus[bare]):+.1f} |"
-    )
     print()
-    print(f"the import statement alone, inside the process: {statistics.median(inside):.1f} ms median", end="")
-    print(f" ({min(inside):.1f}-{max(inside):.1f})")
-    print(f"then `import gpuwatch.protocol` (the reporter's first report): {statistics.median(deferred):.1f} ms median")
+    print("then protocol: `import gpuwatch.protocol` after the client, in another process (what the")
+    print("reporter's thread pays at its first report where the client does not import it).")
 
 
 if __name__ == "__main__":
