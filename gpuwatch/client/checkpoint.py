@@ -32,7 +32,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from gpuwatch.client.lazy_log import log
@@ -61,6 +60,8 @@ def checkpoint_saved(
 ) -> None:
     """Tell the supervisor and the agent that a complete checkpoint of ``step`` is at ``path``.
     ``timing``: CheckpointReport fields the caller measured (blocking_s, write_s, size_bytes). Never raises."""
+    from pathlib import Path  # with urllib.parse and ipaddress: not at import (docs/client-import.md)
+
     now = time.time()
     report_checkpoint(reporter, path, int(step), now, True, **timing)
     log_path = os.environ.get(CHECKPOINT_LOG_ENV)
@@ -82,6 +83,8 @@ def report_checkpoint(
 ) -> None:
     """Queue a CheckpointReport for the agent (``reporter``, default the process's); never raises."""
     try:
+        from pathlib import Path
+
         from gpuwatch.protocol import CheckpointReport
 
         if reporter is None and default_reporter is not None:

@@ -8,9 +8,10 @@ when the agent is away the buffers stay bounded and every step that cannot be de
 as dropped, so ``sent + dropped + buffered`` accounts for every step recorded (give or take one
 while a full buffer is being drained).
 
-The wire models (`gpuwatch.protocol`, hence pydantic), `http.client` and `socket` are imported where
-they are used, mostly on that thread, never by ``import gpuwatch.client``: a training script, or a
-DataLoader worker that imports the client and never steps, does not pay for them (bench/README.md).
+The wire models (`gpuwatch.protocol`, hence pydantic), `http.client`, `urllib` and `socket` are
+imported where they are used, mostly on that thread, never by ``import gpuwatch.client``: a training
+script, or a DataLoader worker that imports the client and never steps, does not pay for them
+(docs/client-import.md).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from gpuwatch.client.identity import identity_from_env
 from gpuwatch.client.lazy_log import log
@@ -76,6 +76,7 @@ class HttpSender:
 
     def __call__(self, url: str, body: bytes) -> None:
         import http.client  # with email and ssl: not at import (see the module's docstring)
+        from urllib.parse import urlsplit
 
         parts = urlsplit(url)
         key = (parts.scheme, parts.hostname or "127.0.0.1", parts.port)
