@@ -60,7 +60,7 @@ def checkpoint_saved(
 ) -> None:
     """Tell the supervisor and the agent that a complete checkpoint of ``step`` is at ``path``.
     ``timing``: CheckpointReport fields the caller measured (blocking_s, write_s, size_bytes). Never raises."""
-    from pathlib import Path  # with urllib.parse and ipaddress: not at import (docs/client-import.md)
+    from pathlib import Path  # with urllib.parse and ipaddress: not at import (docs/jobs.md)
 
     now = time.time()
     report_checkpoint(reporter, path, int(step), now, True, **timing)

@@ -11,7 +11,7 @@ while a full buffer is being drained).
 The wire models (`gpuwatch.protocol`, hence pydantic), `http.client`, `urllib` and `socket` are
 imported where they are used, mostly on that thread, never by ``import gpuwatch.client``: a training
 script, or a DataLoader worker that imports the client and never steps, does not pay for them
-(docs/client-import.md).
+(docs/jobs.md).
 """
 
 from __future__ import annotations

@@ -218,7 +218,7 @@ def test_garbage_values_count_as_absent() -> None:
 
 def test_import_needs_neither_torch_nor_agent_nor_server_nor_pydantic() -> None:
     """A training script's ``import gpuwatch.client`` stays light: the wire models (pydantic), the HTTP
-    client, logging and the checkpointer are imported when first used (docs/client-import.md)."""
+    client, logging and the checkpointer are imported when first used (docs/jobs.md)."""
     heavy = {"torch", "agent", "server", "httpx", "pydantic", "gpuwatch.protocol", "gpuwatch.recovery"}
     heavy |= {"gpuwatch.client.async_checkpoint", "http.client", "logging", "socket"}
     code = "import sys; before = set(sys.modules); import gpuwatch.client; print(*sorted(set(sys.modules) - before))"
