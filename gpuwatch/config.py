@@ -183,6 +183,22 @@ class NotifySettings(_Group):
     timeout_s: float = Field(default=5.0, gt=0, description="per request")
     retries: int = Field(default=3, ge=0, description="retries after a timeout, connection error, 5xx or 429")
     backoff_s: float = Field(default=1.0, ge=0, description="first wait between retries, doubled each time")
+    alertmanager_url: str | None = Field(
+        default=None,
+        description="Alertmanager's base URL (http://alertmanager:9093): the server posts its own alerts "
+        "(fatal Xid, GPU lost, job failed) there as it learns of them; off when unset",
+    )
+    alertmanager_timeout_s: float = Field(default=5.0, gt=0, description="per post to Alertmanager")
+    alertmanager_resend_s: float = Field(
+        default=30.0, gt=0, description="alerts are posted again this often, each valid for 4 times as long"
+    )
+    alertmanager_backoff_s: float = Field(
+        default=1.0, gt=0, description="first wait after a failed post, doubled each time (at most 30 s), jittered"
+    )
+    alertmanager_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="labels added to every alert the server posts: Prometheus' external_labels, if it has any",
+    )
 
 
 class LlmSettings(_Group):

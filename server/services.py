@@ -38,7 +38,8 @@ from server.ingest.decode import mirror
 from server.ingest.first_steps import FirstSteps
 from server.ingest.metrics import IngestMetrics
 from server.ingest.writer import BatchWriter
-from server.notify.webhooks import Notifier
+from server.notify.alertmanager import AlertSender
+from server.notify.webhooks import Notifier, default_public_url
 from server.store.db import make_engine, make_sessionmaker
 from server.store.jobs import latest_checkpoints
 from server.store.migrate import check_schema
@@ -81,6 +82,7 @@ class Services:
     retention: RetentionMetrics
     notifier: Notifier
     tokens: TokenCache  # tokens recently looked up
+    alerts: AlertSender | None = None  # the server's own alerts to Alertmanager (notify_alertmanager_url)
     _threads: list[Watchdog] = field(default_factory=list)
 
     def start(self) -> None:
@@ -98,6 +100,8 @@ class Services:
             ],
             self.settings.server.hang_check_s,
         )
+        if self.alerts is not None:
+            self.alerts.start()
         self._threads = [checks]
         if self.settings.retention.interval_s > 0:
             pruner = Watchdog(
@@ -114,6 +118,8 @@ class Services:
         self.writer.stop()  # what is queued is stored first
         self.writer.flush_rollups()
         self.notifier.close()
+        if self.alerts is not None:
+            self.alerts.close()
 
     def _prune(self) -> PruneResult:
         """One retention run (server/store/retention.py); on PostgreSQL skipped while another replica prunes."""
@@ -140,9 +146,18 @@ def build(settings: Settings) -> Services:
     )
     rollups = RollupBuffer(server.rollup_flush_s)
     notifier = Notifier.from_settings(settings, registry)
+    public_url = server.public_url or default_public_url(server.host, server.port)
+    alerts = AlertSender.from_settings(settings, sessions, telemetry, public_url, registry)
 
     incidents = IncidentContext(
-        settings, sessions, IncidentMetrics(registry), telemetry, jobs, notifier=notifier, llm=_llm(settings.llm)
+        settings,
+        sessions,
+        IncidentMetrics(registry),
+        telemetry,
+        jobs,
+        notifier=notifier,
+        llm=_llm(settings.llm),
+        alerts=alerts,
     )
     registry.register(IncidentCollector(sessions))
     registry.register(CorrectionsCollector(sessions))
@@ -200,6 +215,7 @@ def build(settings: Settings) -> Services:
         retention=RetentionMetrics(registry),
         notifier=notifier,
         tokens=TokenCache(server.token_cache_s),
+        alerts=alerts,
     )
 
 

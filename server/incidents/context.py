@@ -1,5 +1,5 @@
 """What the incident pipeline works with, handed to it once by the composition root (server/services.py):
-the database, its own metrics, where notices go, the in-memory state it reads (the node's recent GPU
+the database, its own metrics, where notices and alerts go, the in-memory state it reads (the node's recent GPU
 samples for the snapshot, the job's last steps for the lost work) and the LLM analyser, one for the
 process so that its cache of answers outlives each incident."""
 
@@ -19,6 +19,7 @@ from server.telemetry.latest import Telemetry
 
 if TYPE_CHECKING:
     from gpuwatch.diagnosis.llm import LlmAnalyser
+    from server.notify.alertmanager import AlertSender
 
 
 class DecisionBoard:
@@ -49,3 +50,10 @@ class IncidentContext:
     decided: DecisionBoard = field(default_factory=DecisionBoard)
     notifier: Notifier | None = None
     llm: LlmAnalyser | None = None  # None: the LLM path is off
+    alerts: AlertSender | None = None  # None: no Alertmanager configured
+
+    def alerts_changed(self) -> None:
+        """What the server asserts to Alertmanager may have changed (an incident diagnosed or closed, a fatal
+        Xid stored): post soon. Never blocks."""
+        if self.alerts is not None:
+            self.alerts.poke()

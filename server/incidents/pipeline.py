@@ -335,6 +335,7 @@ def _store(ctx: IncidentContext, incident_id: int, result: Result, times: dict[s
     faults.reached("diagnose")
     if run_failure:  # failures of jobs; node-level incidents are counted by gpuwatch_incidents_total
         ctx.metrics.failures.labels(result.reason, result.category).inc()
+    ctx.alerts_changed()  # a failed run's incident, diagnosed: GpuwatchJobFailed
     notices.send(ctx.notifier, ctx.sessions, "diagnosed", incident_id, result)
     log.warning("incident %d: %s on %s (%s)", incident_id, result.reason, result.node, result.source)
     return True

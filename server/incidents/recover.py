@@ -186,6 +186,8 @@ def resolve_job(ctx: IncidentContext, job_id: int, run_id: int) -> list[int]:
         for incident in incidents:
             incident.state, incident.closed_at = "resolved", utcnow()
         resolved = [i.id for i in incidents]
+    if resolved:
+        ctx.alerts_changed()  # their GpuwatchJobFailed alerts end
     for incident_id in resolved:
         notices.send(
             ctx.notifier,

@@ -3,8 +3,9 @@
 `Folder.apply_batch` runs on the writer thread once the batch is committed (a replay folds nothing:
 it was folded the first time): its GPU series into the latest values, rings and rollups, its
 InfiniBand counters, its processes, steps and checkpoints into the job tracker, its Xids into their
-counter. What that turns up and needs the database — a run's first step to stamp, stragglers found,
-fatal Xids, GPUs' changed fault counts — comes back as a `FollowUp`, which the request runs
+counter; a fatal Xid or a GPU newly lost pokes the Alertmanager sender. What that turns up and needs
+the database — a run's first step to stamp, stragglers found, fatal Xids, GPUs' changed fault counts
+— comes back as a `FollowUp`, which the request runs
 (`Folder.follow_up`) off the writer thread, so that opening an incident never holds up other nodes'
 batches.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from gpuwatch.protocol import Batch, StepReport
+from gpuwatch.protocol import Batch, StepReport, xid_code
 from server.detect.detection import Detection
 from server.detect.fatal_xid import count_xids, fatal_xids, open_xid_incident
 from server.detect.metrics import DetectMetrics
@@ -23,10 +24,12 @@ from server.detect.stragglers import StragglerDetector
 from server.incidents.context import IncidentContext
 from server.ingest.first_steps import FirstSteps
 from server.ingest.store import StoreResult
+from server.notify.alert_rules import ALERTED_XIDS
 from server.store.db import transaction
 from server.store.models import Node
 from server.store.nodes import from_agent, store_faults
 from server.store.rollups import RollupBuffer
+from server.telemetry.exporter import gpu_lost
 from server.telemetry.job_tracker import JobTracker
 from server.telemetry.labels import LabelBudget
 from server.telemetry.latest import FaultChange, Telemetry
@@ -64,6 +67,7 @@ class Folder:
         self.telemetry, self.jobs, self.rollups, self.labels = telemetry, jobs, rollups, labels
         self.first_steps, self.stragglers = first_steps, stragglers
         self.detect_metrics, self.incidents = detect_metrics, incidents
+        self._lost: dict[str, frozenset[int]] = {}  # each node's GPUs judged lost at its last batch
 
     def apply_batch(self, node: Node, batch: Batch, result: StoreResult) -> FollowUp:
         """Fold one committed batch into memory (a duplicate only shows its node alive)."""
@@ -89,8 +93,21 @@ class Folder:
                 follow.first_steps = self._first_steps(steps)
             count_xids(self.detect_metrics, self.labels, name, result.new_events)
             follow.fatal_xids = fatal_xids(batch, time.time())  # cheap: a regex only on kernel lines
+            if any(e.kind == "xid" and xid_code(e) in ALERTED_XIDS for e in result.new_events):
+                self.incidents.alerts_changed()  # committed: the sender reads it from the database
         self.telemetry.touch(node.name, batch.dropped or None, agent=from_agent(batch))
+        if self.incidents.alerts is not None:
+            self._note_lost(node.name)
         return follow
+
+    def _note_lost(self, node: str) -> None:
+        """A GPU of ``node`` judged lost (or found again) since its last batch: GpuFellOffTheBus changed,
+        so the alert sender is poked at once rather than at its next resend."""
+        agent, timeout = self.telemetry.agent_seen(node), self.incidents.settings.server.node_timeout_s
+        lost = frozenset(g.info.index for g in self.telemetry.gpus(node) if gpu_lost(g, agent, timeout))
+        if lost != self._lost.get(node, frozenset()):
+            self._lost[node] = lost
+            self.incidents.alerts_changed()
 
     def _first_steps(self, steps: list[StepReport]) -> list[tuple[str, int, list[float]]]:
         firsts: dict[str, tuple[str, int, list[float]]] = {}

@@ -277,6 +277,14 @@ class _Quiet(logging.Filter):
 _QUIET = _Quiet()
 
 
+def quiet_httpx_here() -> None:
+    """Drop httpx's per-request log lines (full URLs: credentials) on the calling thread only."""
+    httpx_log = logging.getLogger("httpx")
+    if _QUIET not in httpx_log.filters:
+        httpx_log.addFilter(_QUIET)
+    _QUIET.local.active = True
+
+
 @dataclass(frozen=True, slots=True)
 class _Job:
     target: Target

@@ -185,16 +185,21 @@ def _render_ages(gpus: list[tuple[GpuState, str]], now: float) -> str:
     return head + "".join(line + "\n" for line in lines)
 
 
+def gpu_lost(state: GpuState, agent_seen: float | None, timeout: float) -> bool:
+    """A GPU unheard for ``timeout`` while its node's agent still spoke: it fell off the bus. Judged
+    against the agent's last word, not the clock, so it holds while the node is silent (silence is no
+    repair) and after a restart (both times are in the database). `gpuwatch_gpu_lost` and the server's
+    own GpuFellOffTheBus post (server/notify/alert_state.py) both ask this."""
+    return state.received_at is not None and agent_seen is not None and agent_seen - state.received_at > timeout
+
+
 def _render_lost(gpus: list[tuple[GpuState, str]], agent_seen: dict[str, float | None], timeout: float) -> str:
-    """`gpuwatch_gpu_lost`: 1 for a GPU unheard for ``timeout`` while its node's agent still spoke (it
-    fell off the bus), else 0. Judged against the agent's last word, not the clock, so it holds while
-    the node is silent (silence is no repair) and after a restart (both times are in the database)."""
+    """`gpuwatch_gpu_lost`: 1 for a GPU that fell off the bus (`gpu_lost`), else 0."""
     name = "gpuwatch_gpu_lost"
     lines = []
     for s, labels in gpus:
         if s.received_at is not None:
-            seen = agent_seen.get(s.node)
-            lost = seen is not None and seen - s.received_at > timeout
+            lost = gpu_lost(s, agent_seen.get(s.node), timeout)
             lines.append(f"{name}{{{labels}}} {1.0 if lost else 0.0}\n")
     head = (
         f"# HELP {name} 1: the GPU has been unheard for node_timeout_s while its node's agent still reported "

@@ -227,6 +227,12 @@ class Telemetry:
                 return [self._copy(s) for _, s in sorted(self._gpus.items())]
             return [self._copy(self._gpus[(node, i)]) for i in sorted(self._indices.get(node, ()))]
 
+    def agent_seen(self, node: str) -> float | None:
+        """The node's agent's last word (None: never heard, or unknown node)."""
+        with self._lock:
+            state = self._nodes.get(node)
+            return state.agent_seen if state else None
+
     def nodes(self) -> list[NodeState]:
         with self._lock:
             return [NodeState(n.name, n.last_seen, dict(n.dropped), n.agent_seen) for n in self._nodes.values()]
