@@ -101,3 +101,41 @@ class Prometheus:
 
 class QueryError(Exception):
     """Prometheus refused a query (a parse error, …)."""
+
+
+class Alertmanager:
+    """`alertmanager` on 127.0.0.1 (``port``: a fixed one, to restart it in place) with ``config``, no
+    cluster gossip (tests may run side by side), and its v2 API."""
+
+    def __init__(self, binary: str, config: dict[str, Any], tmp: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        path = tmp / "alertmanager.yml"
+        path.write_text(yaml.safe_dump(config))
+        args = [
+            binary,
+            f"--config.file={path}",
+            f"--storage.path={tmp / 'am-data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--cluster.listen-address=",
+        ]
+        self.proc = Binary(args, tmp / "alertmanager.log")
+
+    def wait_ready(self) -> None:
+        def ready() -> bool:
+            if self.proc.popen.poll() is not None:
+                raise AssertionError(f"alertmanager exited:\n{self.proc.output()[-3000:]}")
+            try:
+                return httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_until(ready, timeout=30, what="alertmanager to be ready")
+
+    def alerts(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Its active alerts (``GET /api/v2/alerts``: resolved ones are not listed), of ``name`` if given."""
+        found = httpx.get(f"{self.url}/api/v2/alerts", timeout=5).json()
+        return [a for a in found if name is None or a["labels"]["alertname"] == name]
+
+    def stop(self) -> None:
+        self.proc.stop()
