@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,9 +18,11 @@ import httpx
 import pytest
 import yaml
 
+from agent.collectors.simulated import write_fault
+from gpuwatch.config import Settings
 from gpuwatch.diagnosis.xid import XID_REASONS
-from tests.helpers import free_port, require_tool, wait_until
-from tests.prometheus_stack import PROMETHEUS_YML, Binary, Prometheus, prometheus_config
+from tests.helpers import Proc, free_port, migrated_sqlite, new_token, require_tool, start_server, wait_until
+from tests.prometheus_stack import PROMETHEUS_YML, Alertmanager, Binary, Prometheus, prometheus_config
 from tests.promql import ALERTS_FILE, ROOT, alert_rules
 
 DEPLOY = ROOT / "deploy"
@@ -273,3 +276,85 @@ def _post_json(url: str, body: Any) -> bool:
         return httpx.post(url, json=body, timeout=5).status_code == 200
     except httpx.TransportError:
         return False
+
+
+@pytest.mark.prometheus
+@pytest.mark.slow
+def test_the_servers_post_and_the_rules_alert_are_one_alert_and_one_notification(
+    tmp_path: Path, webhook: _Webhook
+) -> None:
+    """A fatal Xid from a simulated agent and a failed run: the server posts each to Alertmanager at once
+    (server/notify/alertmanager.py), Prometheus' rules fire the same later; Alertmanager holds one alert
+    of each and the webhook gets one notification of each, because the labels are equal."""
+    am_binary = require_tool("prometheus-alertmanager", "alertmanager")
+    prometheus = require_tool("prometheus")
+    am_config = _alertmanager_config_for(webhook.url)
+    for route in [am_config["route"], *am_config["route"]["routes"]]:
+        # At once, and a second notification within a second of any change to a group: a second alert
+        # (labels unequal) would show.
+        route |= {"group_wait": "0s", "group_interval": "1s"}
+    (tmp_path / "am").mkdir()
+    am = Alertmanager(am_binary, am_config, tmp_path / "am")
+    url = migrated_sqlite(tmp_path)
+    token = new_token(url, "dedup-node")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {
+        "GPUWATCH_NOTIFY_ALERTMANAGER_URL": am.url,
+        "GPUWATCH_NOTIFY_ALERTMANAGER_RESEND_S": "120",  # Prometheus' posts (every second) are the latest
+        "GPUWATCH_INCIDENT_SETTLE_S": "0.2",
+    }
+    procs: list[Proc] = []
+    prom = None
+    try:
+        am.wait_ready()
+        procs.append(start_server(tmp_path, port, tmp_path / "server.log", env))
+        config = prometheus_config(f"127.0.0.1:{port}", [ALERTS_FILE], f"127.0.0.1:{am.port}")
+        (tmp_path / "prom").mkdir()
+        prom = Prometheus(prometheus, config, tmp_path / "prom", "--rules.alert.resend-delay=1s")
+        args = ["agent", "--server", base, "--token", token, "--node", "dedup-node", "--simulate", "2"]
+        args += ["--client-port", "0", "--flush", "0.5", "--interval", "0.5", "--data-dir", str(tmp_path)]
+        procs.append(Proc(args, tmp_path / "agent.log"))
+        wait_until(lambda: len(httpx.get(f"{base}/api/v1/gpus").json()) == 2, 30, "the agent's GPUs")
+        prom.wait_ready()
+        write_fault(Settings(data_dir=tmp_path, node="dedup-node").agent_dir / "faults", 1, "xid", code=48)
+        auth = {"Authorization": f"Bearer {token}"}
+        run = httpx.post(f"{base}/api/v1/runs", json={"job": "dedup-job"}, headers=auth)
+        assert httpx.post(f"{base}/api/v1/runs/{run.json()['id']}/exit", json={"exit_code": 1}, headers=auth).is_success
+        names = ("GpuFatalXid", "GpuwatchJobFailed")
+
+        def from_prometheus(alert: dict[str, Any]) -> bool:
+            return "/graph?g0.expr=" in alert.get("generatorURL", "")
+
+        def merged() -> bool:
+            """Each alert posted by the rule too (Prometheus' generator URL, its post the latest)."""
+            return "firing" in prom.alerts().get(names[0], set()) and all(
+                any(from_prometheus(a) for a in am.alerts(name)) for name in names
+            )
+
+        wait_until(merged, timeout=60, what="the rules' alerts in Alertmanager", every=0.2)
+        # A few group intervals: a second alert or a second notification would show by then.
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            for name in names:
+                assert len(am.alerts(name)) == 1, am.alerts(name)
+                sent = [a for body in webhook.bodies for a in body["alerts"] if a["labels"]["alertname"] == name]
+                assert len(sent) <= 1, sent
+            time.sleep(0.2)  # polling the absence of a second notification until the deadline
+    finally:
+        if prom:
+            prom.stop()
+        for proc in reversed(procs):
+            proc.stop()
+        am.stop()
+    for name in names:
+        [notified] = [a for body in webhook.bodies for a in body["alerts"] if a["labels"]["alertname"] == name]
+        assert notified["status"] == "firing"
+    [xid] = [a for body in webhook.bodies for a in body["alerts"] if a["labels"]["alertname"] == "GpuFatalXid"]
+    assert xid["labels"] == {
+        "alertname": "GpuFatalXid",
+        "severity": "critical",
+        "instance": "dedup-node",
+        "gpu": "1",
+        "xid": "48",
+    }
