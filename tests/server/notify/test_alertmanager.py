@@ -158,6 +158,35 @@ def test_a_dead_alertmanager_is_logged_and_retried_while_ingest_goes_on(
     assert failures and all(f"127.0.0.1:{port}" in m and "s3cr3t" not in m for m in failures)
 
 
+def test_a_gpu_judged_lost_is_posted_at_once_not_at_the_next_resend(settings: Settings, receiver: Receiver) -> None:
+    settings.server.node_timeout_s = 0.5
+    settings.notify.alertmanager_url = receiver.url("/")
+    settings.notify.alertmanager_resend_s = 600  # only an event can make it post within the test
+    with InProcessServer(settings) as srv:
+        token = new_token(settings.effective_database_url, "bus-node")
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        batch_ids = iter(range(1, 10_000))
+
+        def ship(gpus: range) -> None:
+            ts = time.time()
+            samples = [GpuSample(ts=ts, gpu=i, uuid=f"GPU-{i}", util_gpu=50.0) for i in gpus]
+            body = Batch(batch_id=next(batch_ids), samples=samples).model_dump_json()
+            assert httpx.post(f"{srv.url}/api/v1/ingest", content=body, headers=headers, timeout=10).is_success
+
+        ship(range(2))
+
+        def lost_posted() -> dict[str, Any] | None:
+            ship(range(1))  # GPU 1 is no longer in the agent's batches
+            for request in receiver.requests:
+                for alert in request.body:
+                    if alert["labels"]["alertname"] == "GpuFellOffTheBus":
+                        return alert
+            return None
+
+        alert = wait_until(lost_posted, timeout=10, what="GpuFellOffTheBus posted", every=0.1)
+        assert {k: alert["labels"][k] for k in ("instance", "gpu")} == {"instance": "bus-node", "gpu": "1"}
+
+
 @pytest.mark.prometheus
 def test_a_resolved_alert_leaves_a_real_alertmanager(tmp_path: Path) -> None:
     am = Alertmanager(require_tool("prometheus-alertmanager", "alertmanager"), NULL_CONFIG, tmp_path)
