@@ -41,6 +41,9 @@ def serve(settings: Settings) -> int:
     except SchemaOutOfDate as exc:
         print(f"gpuwatch server: {exc}", file=sys.stderr)
         return 2
+    except ValueError as exc:  # a setting refused at start-up (a notify URL, Alertmanager's labels): named
+        print(f"gpuwatch server: {exc}", file=sys.stderr)
+        return 2
     _tune_gc()
     scheme = "https" if settings.server.ssl_certfile else "http"
     log.info(

@@ -253,3 +253,13 @@ def test_a_failed_run_is_asserted_again_by_a_restarted_server_to_a_restarted_ale
         assert again["labels"] == alert["labels"]
     finally:
         am.stop()
+
+
+def test_a_bad_alertmanager_url_stops_the_server_with_the_settings_name(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from server.main import serve
+
+    settings.notify.alertmanager_url = "alertmanager:9093"
+    assert serve(settings) == 2
+    assert "gpuwatch server: notify_alertmanager_url: expected http(s)://" in capsys.readouterr().err
