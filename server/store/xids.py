@@ -9,6 +9,7 @@ and the counter starts from it.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,15 +36,20 @@ class StoredXids:
 
 def add_xid_counts(session: Session, node_id: int, events: Iterable[Event], cap: int) -> None:
     """Add the Xid ``events`` just stored for a node to its counts, within ``cap`` distinct (GPU, code)
-    pairs per node (as `server.telemetry.labels.LabelBudget` exports them); the rest stay uncounted here."""
+    pairs per node (as `server.telemetry.labels.LabelBudget` exports them); the rest stay uncounted here.
+
+    ``last_at`` is when a count last grew, the later of the event's time and now: Prometheus sees
+    `gpuwatch_xid_events_total` grow when the event arrives, so an Xid replayed late from an agent's spool
+    holds its alert (`server.notify.alert_state`) from its arrival, as the rule's does."""
     counts: Counter[tuple[int, int]] = Counter()
     last: dict[tuple[int, int], float] = {}
+    arrived = time.time()
     for event in events:
         if event.kind == "xid":
             code = xid_code(event)
             key = (NO_GPU if event.gpu is None else event.gpu, NO_CODE if code is None else code)
             counts[key] += 1
-            last[key] = max(last.get(key, event.ts), event.ts)
+            last[key] = max(last.get(key, arrived), event.ts)
     if not counts:
         return
     known = set(session.execute(select(XidCount.gpu, XidCount.xid).where(XidCount.node_id == node_id)).tuples())

@@ -90,3 +90,27 @@ def test_the_alerts_follow_the_stored_state(db_url: str) -> None:
             ),
         ): None,
     }
+
+
+def test_a_replayed_xid_holds_from_its_arrival_as_the_rule_does(db_url: str) -> None:
+    """An Xid that arrives 50 minutes late (an agent's spool replayed after an outage) grows the counter now,
+    so the Prometheus rule fires for its hour from now; the server's own alert must hold as long, or its
+    resolve would come while the rule still fires (a resolved, then a second firing notification)."""
+    from gpuwatch.protocol import Event
+    from server.store.xids import add_xid_counts
+
+    now = time.time()
+    engine = make_engine(db_url)
+    sessions = make_sessionmaker(engine)
+    try:
+        with transaction(sessions) as s:
+            node = Node(name="n1")
+            s.add(node)
+            s.flush()
+            late = Event(stream="nvml", seq=1, ts=now - 3000, kind="xid", gpu=2, data={"xid": 48})
+            add_xid_counts(s, node.id, [late], cap=100)
+        alerts = [a for a in active_alerts(sessions, Telemetry(), NODE_TIMEOUT_S, time.time()) if a.until]
+    finally:
+        engine.dispose()
+    assert [a.rule.name for a in alerts] == ["GpuFatalXid"]
+    assert alerts[0].until >= now + 3600
