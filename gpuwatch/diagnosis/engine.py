@@ -74,12 +74,17 @@ _WARNING_LEVEL = re.compile(
     r"|(?:^|\]:?)\[W(?:\d{4} [\d:.]+)?\s|^W\d{4} \d{2}:\d{2}"
 )
 # A node named by the failure message itself: Slurm's "Node failure on X", "*** JOB N ON X CANCELLED ...
-# DUE TO NODE FAILURE", "Task launch for N failed on node X: ...", kubectl's "X   NotReady".
+# DUE TO NODE FAILURE", "Task launch for N failed on node X: ...", kubectl's "X   NotReady" and its
+# events' "Node X status is now: NodeNotReady", Ray's "The node with node id: N and ip: X has been marked
+# dead ..." and "... the node it was running on is dead or unavailable. Node IP: X, node ID: N".
 _NODE_IN_TEXT = re.compile(
     r"Node failure on (?P<a>[A-Za-z][\w.-]*)"
     r"|\*\*\* (?:JOB|STEP) \S+ ON (?P<b>[A-Za-z][\w.-]*) CANCELLED AT \S+ DUE TO NODE FAIL"
     r"|^(?P<c>[A-Za-z][\w.-]*)\s+NotReady\b"
     r"|Task launch for \S+ failed on node (?P<d>[A-Za-z][\w.-]*):"
+    r"|\bNode (?P<e>[A-Za-z0-9][\w.-]*) status is now: NodeNotReady"
+    r"|node id: \w+ and (?:ip|address): (?P<f>[\w.:-]+?)(?: and node name: [\w.:-]+)? has been marked dead"
+    r"|is dead or unavailable\. Node IP: (?P<g>[\w.:-]+?), node ID:"
 )
 _SCRIPT_EXCEPTIONS = frozenset(
     {

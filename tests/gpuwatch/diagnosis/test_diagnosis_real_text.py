@@ -1099,3 +1099,33 @@ Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0
 Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 1.52587890625e-05
 """
     assert _reason(ordinary) == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("text", "node"),
+    [
+        # ray-project/ray#15128: the GCS names the lost node by its IP
+        (
+            "The node with node id: 75b2eec8a61cdafd37cc8072b1caf9abdeef9c4e74a4f24d5dfce28d and ip: 10.4.4.107 has been marked dead because the detector has missed too many heartbeats from it. This can happen when a raylet crashes unexpectedly or has lagging heartbeats.",
+            "10.4.4.107",
+        ),
+        # ray-project/kuberay#3827: the newer wording, with the node's name
+        (
+            '{"label":"RAY_NODE_REMOVED","message":"The node with node id: ada3a3771fac751bd7c6b674e3b5e2df045b93550e6d31a410cad0be and address: 156.176.0.154 and node name: 156.176.0.154 has been marked dead because the detector has missed too many heartbeats from it.","severity":"ERROR","source_type":"GCS"}',
+            "156.176.0.154",
+        ),
+        # ray-project/ray#58638: a task's own error when its node died
+        (
+            "Task failed because the node it was running on is dead or unavailable. Node IP: 127.0.0.1, node ID: e55b8ca03ebf3f7418f51533d8d55abeaab75fa9b29e2e6282b47646. This can happen if the node was preempted, had a hardware failure, or its raylet crashed unexpectedly.",
+            "127.0.0.1",
+        ),
+        # kubectl get events: the node controller's account
+        (
+            "49m         Normal    NodeNotReady     node/ip-10-59-35-68.eu-west-1.compute.internal    Node ip-10-59-35-68.eu-west-1.compute.internal status is now: NodeNotReady",
+            "ip-10-59-35-68.eu-west-1.compute.internal",
+        ),
+    ],
+)
+def test_cluster_frameworks_name_the_node_that_died(text: str, node: str) -> None:
+    d = diagnose_rules([_src("events.log", text)])
+    assert (d.reason, d.action, d.node) == ("node_failure", "restart_exclude_node", node)
