@@ -1129,3 +1129,22 @@ Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 1.525878
 def test_cluster_frameworks_name_the_node_that_died(text: str, node: str) -> None:
     d = diagnose_rules([_src("events.log", text)])
     assert (d.reason, d.action, d.node) == ("node_failure", "restart_exclude_node", node)
+
+
+def test_an_nvidia_smi_row_that_reads_err_is_a_gpu_the_driver_lost() -> None:
+    """NVIDIA/open-gpu-kernel-modules#446: after Xid 119 (GSP RPC timeouts) nvidia-smi cannot read one GPU,
+    whose row says ERR! in every field, the uncorrectable-ECC column included; the other rows read 0."""
+    table = """
+| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |
+|===============================+======================+======================|
+|   2  NVIDIA A30          Off  | 00000000:41:00.0 Off |                    0 |
+| N/A   42C    P0   141W / 165W |  14992MiB / 24576MiB |     33%      Default |
+|   3  ERR!                Off  | 00000000:61:00.0 Off |                 ERR! |
+|ERR!  ERR! ERR!    ERR! / ERR! |  23025MiB / 24576MiB |    ERR!      Default |
+|   4  NVIDIA A30          Off  | 00000000:81:00.0 Off |                    0 |
+"""
+    d = diagnose_rules([_src("nvidia-smi-a30-node07.txt", table)])
+    assert (d.reason, d.node, d.evidence[0].line) == ("gpu_hardware", "a30-node07", 6)
+    healthy = "\n".join(line for line in table.splitlines() if "ERR!" not in line)
+    assert _reason(healthy) == "unknown"
