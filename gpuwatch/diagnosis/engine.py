@@ -383,6 +383,14 @@ def _weigh(found: list[Candidate], lines: Sequence[str], end: Candidate | None =
             survived = any(_PROGRESS.search(line) for line in lines[c.evidence.line : stop])
         if survived:
             out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} (survived)")
+    # A transfer that failed on the wire leaves the GPU work it fed broken: in one process, a CUDA fault
+    # after a network error that was not survived is its consequence. (A GPU that faults first makes its
+    # peers' network errors, which come after it, and still outranks them.)
+    wire = [c for c in out if c.role == "root" and c.reason == "network_error" and c.evidence.line > 0]
+    for k, c in enumerate(out):
+        after_wire = any(n.evidence.line < c.evidence.line and _same_process(n, c) for n in wire)
+        if c.role == "root" and c.reason == "cuda_error" and c.evidence.line > 0 and after_wire:
+            out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} (after a network error)")
     return out
 
 

@@ -1148,3 +1148,21 @@ def test_an_nvidia_smi_row_that_reads_err_is_a_gpu_the_driver_lost() -> None:
     assert (d.reason, d.node, d.evidence[0].line) == ("gpu_hardware", "a30-node07", 6)
     healthy = "\n".join(line for line in table.splitlines() if "ERR!" not in line)
     assert _reason(healthy) == "unknown"
+
+
+_IB_PROXY = """
+gpu5:35917:35994 [0] transport/net_ib.cu:788 NCCL WARN NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 129
+gpu5:35917:35994 [0] NCCL INFO transport.cu:163 -> 2 [Proxy Thread]
+gpu4:35902:35977 [0] transport/net_ib.cu:788 NCCL WARN NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 129
+gpu5:35917:35917 [0] NCCL INFO Destroyed comm 0x7f24c4001af0 rank 4"""
+_CUDA_AFTER = """
+gpu5:35917:35917 [1] init.cu:194 NCCL WARN Cuda failure 'an illegal memory access was encountered'
+gpu5: Test NCCL failure common.cu:343 'unhandled cuda error'"""
+
+
+def test_a_cuda_fault_after_the_network_failed_is_its_consequence_not_the_other_way_round() -> None:
+    """NVIDIA/nccl-tests#24: GPUDirect RDMA between two servers; both proxy threads get IB completion
+    error 12 first, and only then does a CUDA call fail. A GPU that faults first still outranks the network
+    errors that follow it (the peers of a crashed rank lose their connections)."""
+    assert _reason(_IB_PROXY + _CUDA_AFTER) == "network_error"
+    assert _reason(_CUDA_AFTER + _IB_PROXY) == "cuda_error"
