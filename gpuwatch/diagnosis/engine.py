@@ -45,6 +45,14 @@ _FRAME = re.compile(
 )
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s?(?P<msg>.*))?$")
 _FRAMEWORK_PATH = re.compile(r"site-packages|dist-packages|/torch/|/deepspeed/|/megatron/|/transformers/|/apex/")
+# A frame of a framework's checkpoint loading (Lightning's load_from_checkpoint and checkpoint connector,
+# torch's load_state_dict, mmcv's load_checkpoint): an exception that says only its type (a KeyError for
+# an entry the file lacks) raised there is the checkpoint's, not the script's.
+_CHECKPOINT_FRAME = re.compile(
+    r"\bin _?(?:load_from_checkpoint|load_model_state|load_state_dict|load_checkpoint|restore_training_state"
+    r"|restore_model|restore_optimizers_and_schedulers|resume_from_checkpoint)\b|checkpoint_connector\.py"
+)
+_CHECKPOINT_EXCEPTIONS = frozenset({"KeyError", "RuntimeError", "ValueError", "EOFError"})
 _ISO_TS = re.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d+))?")
 _ROOT_CAUSE_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
 _ROOT_CAUSE_HOST = re.compile(r"^\s*host\s*:\s*(\S+)")
@@ -66,12 +74,17 @@ _WARNING_LEVEL = re.compile(
     r"|(?:^|\]:?)\[W(?:\d{4} [\d:.]+)?\s|^W\d{4} \d{2}:\d{2}"
 )
 # A node named by the failure message itself: Slurm's "Node failure on X", "*** JOB N ON X CANCELLED ...
-# DUE TO NODE FAILURE", "Task launch for N failed on node X: ...", kubectl's "X   NotReady".
+# DUE TO NODE FAILURE", "Task launch for N failed on node X: ...", kubectl's "X   NotReady" and its
+# events' "Node X status is now: NodeNotReady", Ray's "The node with node id: N and ip: X has been marked
+# dead ..." and "... the node it was running on is dead or unavailable. Node IP: X, node ID: N".
 _NODE_IN_TEXT = re.compile(
     r"Node failure on (?P<a>[A-Za-z][\w.-]*)"
     r"|\*\*\* (?:JOB|STEP) \S+ ON (?P<b>[A-Za-z][\w.-]*) CANCELLED AT \S+ DUE TO NODE FAIL"
     r"|^(?P<c>[A-Za-z][\w.-]*)\s+NotReady\b"
     r"|Task launch for \S+ failed on node (?P<d>[A-Za-z][\w.-]*):"
+    r"|\bNode (?P<e>[A-Za-z0-9][\w.-]*) status is now: NodeNotReady"
+    r"|node id: \w+ and (?:ip|address): (?P<f>[\w.:-]+?)(?: and node name: [\w.:-]+)? has been marked dead"
+    r"|is dead or unavailable\. Node IP: (?P<g>[\w.:-]+?), node ID:"
 )
 _SCRIPT_EXCEPTIONS = frozenset(
     {
@@ -202,17 +215,23 @@ class _Scanner:
             return i + 1
         # Python's "Exception ignored in: ..." tracebacks (a destructor failing during shutdown) are noise.
         ignored = i > 0 and normalize(lines[i - 1])[0].startswith("Exception ignored in")
+        # IPython's header names the exception before the word Traceback ("RayTaskError(PermissionError)
+        # Traceback (most recent call last)"), and its final line may never come: read the header too.
+        if head := text.split("Traceback (most recent call last)", 1)[0].strip():
+            self._line(i, raw, head, prefix_rank, total)
         last_frame: str | None = None
+        loading = False  # a frame of checkpoint loading was passed
         for j in range(i + 1, min(len(lines), i + _MAX_TRACEBACK)):
             text, rank = normalize(lines[j])
             frame = _FRAME.match(text)
             if frame:
                 last_frame = frame.group("path") or frame.group("ipython") or frame.group("rich")
+                loading = loading or _CHECKPOINT_FRAME.search(text) is not None
                 continue
             exc = _EXCEPTION.match(text)
             if exc:
                 if not ignored:
-                    self._exception(j, lines[j], text, rank, exc, last_frame, total)
+                    self._exception(j, lines[j], text, rank, exc, last_frame, total, loading)
                 return j + 1
             if self.rules.prefilter(lines[j]):
                 self._line(j, lines[j], text, rank, total)
@@ -254,7 +273,15 @@ class _Scanner:
         return added
 
     def _exception(
-        self, i: int, raw: str, text: str, rank: int | None, exc: re.Match[str], frame: str | None, total: int
+        self,
+        i: int,
+        raw: str,
+        text: str,
+        rank: int | None,
+        exc: re.Match[str],
+        frame: str | None,
+        total: int,
+        loading: bool = False,
     ) -> None:
         if self._line(i, raw, text, rank, total, "fatal"):
             return  # the message itself says what happened (CUDA error, NCCL error, OOM, ...)
@@ -263,6 +290,8 @@ class _Scanner:
             return
         in_framework = frame is not None and _FRAMEWORK_PATH.search(frame) is not None
         reason = "framework_error" if in_framework else "script_error"
+        if in_framework and loading and name in _CHECKPOINT_EXCEPTIONS:
+            reason = "checkpoint_load_error"
         specific = bool((exc.group("msg") or "").strip())
         if name in _SCRIPT_EXCEPTIONS:
             confidence = 0.75 if in_framework or name not in ("RuntimeError", "AssertionError") else 0.65
@@ -354,6 +383,14 @@ def _weigh(found: list[Candidate], lines: Sequence[str], end: Candidate | None =
             survived = any(_PROGRESS.search(line) for line in lines[c.evidence.line : stop])
         if survived:
             out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} (survived)")
+    # A transfer that failed on the wire leaves the GPU work it fed broken: in one process, a CUDA fault
+    # after a network error that was not survived is its consequence. (A GPU that faults first makes its
+    # peers' network errors, which come after it, and still outranks them.)
+    wire = [c for c in out if c.role == "root" and c.reason == "network_error" and c.evidence.line > 0]
+    for k, c in enumerate(out):
+        after_wire = any(n.evidence.line < c.evidence.line and _same_process(n, c) for n in wire)
+        if c.role == "root" and c.reason == "cuda_error" and c.evidence.line > 0 and after_wire:
+            out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} (after a network error)")
     return out
 
 

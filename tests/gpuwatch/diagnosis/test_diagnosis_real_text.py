@@ -960,3 +960,209 @@ def test_a_failing_nvls_transport_or_fabric_manager_is_the_nvlink_fabric(text: s
 )
 def test_a_shell_tool_denied_a_path_is_a_permission_error(text: str) -> None:
     assert _reason(text) == "permission_error"
+
+
+# ---------------------------------------------------------------- the round of cases 409-464
+
+
+def test_a_wrapper_that_points_to_the_root_cause_above_is_its_consequence() -> None:
+    """vllm-project/vllm#17939: the worker's own OOM wording ('CUDA out of memory occurred when warming up
+    sampler'), then the front end's RuntimeError that only says where to look."""
+    log = """
+(VllmWorker rank=1 pid=2445156) ERROR 05-10 16:00:15 [multiproc_executor.py:470] RuntimeError: CUDA out of memory occurred when warming up sampler with 256 dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.
+ERROR 05-10 16:00:16 [core.py:396] EngineCore failed to start.
+Traceback (most recent call last):
+  File "/opt/venv/lib/python3.10/site-packages/vllm/v1/utils.py", line 494, in wait_for_engine_startup
+    raise RuntimeError("Engine core initialization failed. "
+RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore_0': 1}
+"""
+    assert _reason(log) == "gpu_oom"
+    alone = diagnose_rules([_src("serve.log", log.strip().splitlines()[-1])])
+    assert (alone.reason, alone.confidence < 0.7) == ("framework_error", True)  # weak: the LLM is asked
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # vllm-project/vllm#25837: too little free GPU memory for the fraction asked, raised as a ValueError
+        (
+            "(EngineCore_DP0 pid=17374) ERROR 09-28 15:47:24 [core.py:718] ValueError: Free memory on device (3.22/4.0 GiB) on startup is less than desired GPU memory utilization (0.9, 3.6 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+            "gpu_oom",
+        ),
+        # vllm-project/vllm#18730: torch.compile's Triton build cannot link against the driver library
+        ("/usr/bin/ld: cannot find -lcuda: No such file or directory", "import_error"),
+        # pytorch/pytorch#47445: the DataLoader's pin-memory thread, not a worker
+        ("RuntimeError: Pin memory thread exited unexpectedly", "dataloader_error"),
+        # open-mmlab/mmagic#508: two ranks' copies of it interleaved into one line
+        ("RuntimeError: RuntimeErrorPin memory thread exited unexpectedly:", "dataloader_error"),
+        # mozilla/translations#964: a GCP spot VM's worker journal before the power-off
+        (
+            "Dec 17 16:03:58Z translations-1-b-linux-v100-gpu-4 start-worker 2024/12/17 16:03:58 GCP Metadata Service says termination is imminent",
+            "preempted",
+        ),
+        # ray-project/ray#22425: the raylet's own fatal line (its typo kept)
+        ("[2022-02-16 12:46:52,789 C 149 149] node_manager.cc:170: This node has beem marked as dead.", "node_failure"),
+    ],
+)
+def test_other_phrasings_of_known_signatures(text: str, reason: str) -> None:
+    assert _reason(text) == reason
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # huggingface/trl#6168: raised from trl's own frame, but the caller's keyword is the cause
+        """
+Traceback (most recent call last):
+  File "/home/lab/Comm_Pretrain.py", line 596, in <module>
+    sfttrainer = SFTTrainer(
+  File "/opt/conda/lib/python3.10/site-packages/trl/trainer/sft_trainer.py", line 401, in __init__
+    super().__init__(
+TypeError: Trainer.__init__() got an unexpected keyword argument 'tokenizer'
+""",
+        # unslothai/unsloth#2010: through transformers' deprecation wrapper
+        """
+Traceback (most recent call last):
+  File "/home/dev/finetune/train.py", line 141, in train_model
+    trainer = SFTTrainer(model=self.model,
+  File "/miniconda3/envs/unsloth/lib/python3.10/site-packages/transformers/utils/deprecation.py", line 172, in wrapped_func
+    return func(*args, **kwargs)
+TypeError: SFTTrainer.__init__() got an unexpected keyword argument 'dataset_num_proc'
+""",
+    ],
+)
+def test_a_call_that_does_not_fit_the_signature_is_the_scripts_error(text: str) -> None:
+    assert _reason(text) == "script_error"
+
+
+_LIGHTNING_LOAD = """
+Traceback (most recent call last):
+  File "eval.py", line 108, in <module>
+    **transformer_config
+  File "/opt/conda/lib/python3.6/site-packages/pytorch_lightning/core/saving.py", line 157, in load_from_checkpoint
+    model = cls._load_model_state(checkpoint, strict=strict, **kwargs)
+  File "/opt/conda/lib/python3.6/site-packages/pytorch_lightning/core/saving.py", line 205, in _load_model_state
+    model.load_state_dict(checkpoint['state_dict'], strict=strict)
+KeyError: 'state_dict'
+"""
+
+
+def test_a_bare_exception_raised_while_loading_a_checkpoint_is_the_checkpoints() -> None:
+    """Lightning-AI/pytorch-lightning#13288: the file lacks the entry Lightning reads. The same KeyError
+    raised in the script's own code after a load is still the script's."""
+    assert _reason(_LIGHTNING_LOAD) == "checkpoint_load_error"
+    # bytedance/music_source_separation#20: a weights-only checkpoint, through the checkpoint connector
+    resume = """
+Traceback (most recent call last):
+  File "bytesep/train.py", line 296, in train
+    trainer.fit(pl_model)
+  File "/opt/conda/lib/python3.6/site-packages/pytorch_lightning/trainer/connectors/checkpoint_connector.py", line 143, in restore_training_state
+    self.restore_optimizers_and_schedulers()
+  File "/opt/conda/lib/python3.6/site-packages/pytorch_lightning/trainer/connectors/checkpoint_connector.py", line 210, in restore_optimizers_and_schedulers
+    "Trying to restore training state but checkpoint contains only the model."
+KeyError: 'Trying to restore training state but checkpoint contains only the model. This is probably due to `ModelCheckpoint.save_weights_only` being set to `True`.'
+"""
+    assert _reason(resume) == "checkpoint_load_error"
+    user_code = _LIGHTNING_LOAD.replace(
+        "KeyError: 'state_dict'",
+        '  File "eval.py", line 120, in <module>\n    print(cfg["threshold"])\nKeyError: \'threshold\'',
+    )
+    assert _reason(user_code) == "script_error"
+
+
+def test_ipythons_exception_header_names_what_ray_wrapped() -> None:
+    """project-codeflare/codeflare-sdk#193: a notebook's header line is the only place the type appears,
+    and the traceback's final line was never kept."""
+    log = """
+(train_fn pid=306) There was a problem when trying to write in your cache folder (/home/ray/.cache/huggingface/hub). You should set the environment variable TRANSFORMERS_CACHE to a writable directory.
+---------------------------------------------------------------------------
+RayTaskError(PermissionError)             Traceback (most recent call last)
+Cell In [26], line 2
+      1 #call the above cell as a remote ray function
+----> 2 ray.get(train_fn.remote())
+"""
+    assert _reason(log) == "permission_error"
+
+
+def test_a_loss_scale_halved_to_nothing_is_divergence_but_an_ordinary_overflow_is_not() -> None:
+    """Junjue-Wang/FactSeg#6: apex halves the scale down to a denormal. NVIDIA/apex#493 and
+    facebookresearch/swav#47: the same message at ordinary scales is mixed precision working."""
+    diverged = """
+Warning: NaN or Inf found in input tensor.
+Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 2.53e-321
+Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 1.265e-321
+"""
+    assert _reason(diverged) == "loss_divergence"
+    ordinary = """
+Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 256.0
+Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0
+Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 1.52587890625e-05
+"""
+    assert _reason(ordinary) == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("text", "node"),
+    [
+        # ray-project/ray#15128: the GCS names the lost node by its IP
+        (
+            "The node with node id: 75b2eec8a61cdafd37cc8072b1caf9abdeef9c4e74a4f24d5dfce28d and ip: 10.4.4.107 has been marked dead because the detector has missed too many heartbeats from it. This can happen when a raylet crashes unexpectedly or has lagging heartbeats.",
+            "10.4.4.107",
+        ),
+        # ray-project/kuberay#3827: the newer wording, with the node's name
+        (
+            '{"label":"RAY_NODE_REMOVED","message":"The node with node id: ada3a3771fac751bd7c6b674e3b5e2df045b93550e6d31a410cad0be and address: 156.176.0.154 and node name: 156.176.0.154 has been marked dead because the detector has missed too many heartbeats from it.","severity":"ERROR","source_type":"GCS"}',
+            "156.176.0.154",
+        ),
+        # ray-project/ray#58638: a task's own error when its node died
+        (
+            "Task failed because the node it was running on is dead or unavailable. Node IP: 127.0.0.1, node ID: e55b8ca03ebf3f7418f51533d8d55abeaab75fa9b29e2e6282b47646. This can happen if the node was preempted, had a hardware failure, or its raylet crashed unexpectedly.",
+            "127.0.0.1",
+        ),
+        # kubectl get events: the node controller's account
+        (
+            "49m         Normal    NodeNotReady     node/ip-10-59-35-68.eu-west-1.compute.internal    Node ip-10-59-35-68.eu-west-1.compute.internal status is now: NodeNotReady",
+            "ip-10-59-35-68.eu-west-1.compute.internal",
+        ),
+    ],
+)
+def test_cluster_frameworks_name_the_node_that_died(text: str, node: str) -> None:
+    d = diagnose_rules([_src("events.log", text)])
+    assert (d.reason, d.action, d.node) == ("node_failure", "restart_exclude_node", node)
+
+
+def test_an_nvidia_smi_row_that_reads_err_is_a_gpu_the_driver_lost() -> None:
+    """NVIDIA/open-gpu-kernel-modules#446: after Xid 119 (GSP RPC timeouts) nvidia-smi cannot read one GPU,
+    whose row says ERR! in every field, the uncorrectable-ECC column included; the other rows read 0."""
+    table = """
+| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |
+|===============================+======================+======================|
+|   2  NVIDIA A30          Off  | 00000000:41:00.0 Off |                    0 |
+| N/A   42C    P0   141W / 165W |  14992MiB / 24576MiB |     33%      Default |
+|   3  ERR!                Off  | 00000000:61:00.0 Off |                 ERR! |
+|ERR!  ERR! ERR!    ERR! / ERR! |  23025MiB / 24576MiB |    ERR!      Default |
+|   4  NVIDIA A30          Off  | 00000000:81:00.0 Off |                    0 |
+"""
+    d = diagnose_rules([_src("nvidia-smi-a30-node07.txt", table)])
+    assert (d.reason, d.node, d.evidence[0].line) == ("gpu_hardware", "a30-node07", 6)
+    healthy = "\n".join(line for line in table.splitlines() if "ERR!" not in line)
+    assert _reason(healthy) == "unknown"
+
+
+_IB_PROXY = """
+gpu5:35917:35994 [0] transport/net_ib.cu:788 NCCL WARN NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 129
+gpu5:35917:35994 [0] NCCL INFO transport.cu:163 -> 2 [Proxy Thread]
+gpu4:35902:35977 [0] transport/net_ib.cu:788 NCCL WARN NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 129
+gpu5:35917:35917 [0] NCCL INFO Destroyed comm 0x7f24c4001af0 rank 4"""
+_CUDA_AFTER = """
+gpu5:35917:35917 [1] init.cu:194 NCCL WARN Cuda failure 'an illegal memory access was encountered'
+gpu5: Test NCCL failure common.cu:343 'unhandled cuda error'"""
+
+
+def test_a_cuda_fault_after_the_network_failed_is_its_consequence_not_the_other_way_round() -> None:
+    """NVIDIA/nccl-tests#24: GPUDirect RDMA between two servers; both proxy threads get IB completion
+    error 12 first, and only then does a CUDA call fail. A GPU that faults first still outranks the network
+    errors that follow it (the peers of a crashed rank lose their connections)."""
+    assert _reason(_IB_PROXY + _CUDA_AFTER) == "network_error"
+    assert _reason(_CUDA_AFTER + _IB_PROXY) == "cuda_error"
