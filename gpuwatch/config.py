@@ -107,6 +107,19 @@ class ServerSettings(_Group):
     )
     incident_dedupe_s: float = Field(default=600.0, ge=0, description="one Xid incident per node in this window")
     gpu_hour_price: float = Field(default=3.0, ge=0, description="price of one GPU-hour, for the cost of lost work")
+    report_before_s: float = Field(
+        default=300.0,
+        gt=0,
+        le=86_400,
+        description="a post-mortem's GPU plots start this long before the failure (the incident keeps the last "
+        "300 s of samples)",
+    )
+    report_after_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=86_400,
+        description="… and end this long after the restarted run's first step (else after the failure)",
+    )
     currency: str = Field(default="USD", max_length=8, description="currency of gpu_hour_price")
     executor: str | None = Field(
         default=None, description="the cluster's scheduler (slurm, kubernetes) that drains or cordons blamed nodes"

@@ -181,6 +181,7 @@ def report(
     since: Annotated[str | None, typer.Option(help="a period report instead: 7d, 24h, 90m or an ISO date")] = None,
     format: Annotated[str, typer.Option("--format", help="md or html")] = "md",
     out: Annotated[Path | None, typer.Option(help="write here (Markdown: plots as PNG files beside it)")] = None,
+    all_gpus: Annotated[bool, typer.Option("--all-gpus", help="plot every GPU of the node, not the job's")] = False,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     database_url: DbOpt = None,
@@ -196,7 +197,7 @@ def report(
         text = _period(sessions, since, format, settings)
     else:
         assert incident is not None
-        text = _postmortem(sessions, incident, format, settings, out)
+        text = _postmortem(sessions, incident, format, settings, out, all_gpus)
     if out is None:
         typer.echo(text)
     else:
@@ -310,13 +311,13 @@ def _sessions(config: Path | None, data_dir: Path | None, database_url: str | No
 
 
 def _postmortem(
-    sessions: sessionmaker[Session], incident: int, format: str, settings: Settings, out: Path | None
+    sessions: sessionmaker[Session], incident: int, format: str, settings: Settings, out: Path | None, all_gpus: bool
 ) -> str:
     from server.reports.postmortem import build
     from server.reports.render import gpu_plots, render_html, render_markdown
 
     with sessions() as session:
-        pm = build(session, incident, settings)
+        pm = build(session, incident, settings, all_gpus=all_gpus)
     if pm is None:
         raise typer.BadParameter(f"no incident {incident}")
     if format == "html":

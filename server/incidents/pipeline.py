@@ -97,7 +97,7 @@ def open_incident(
             job_id = run.job_id
         node = session.get(Node, node_id)
         now = time.time()
-        taken = snapshot.take(ctx, node.name if node else None, now, session, node_id)
+        taken = snapshot.take(ctx, node.name if node else None, now, session, node_id, job_id)
         settle = 0.0 if result is not None else ctx.settings.server.incident_settle_s
         incident = Incident(
             job_id=job_id,

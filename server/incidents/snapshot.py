@@ -10,6 +10,7 @@ failure is decided, is the work lost since the last valid checkpoint: wall time 
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import Any
 
@@ -19,23 +20,59 @@ from sqlalchemy.orm import Session
 from gpuwatch.config import Settings
 from server.incidents.context import IncidentContext
 from server.store.jobs import jobs_on_node
-from server.store.models import JobRank, Run
+from server.store.models import Incident, JobRank, Node, Run
+from server.telemetry.latest import Point, Telemetry
 
 SNAPSHOT_S = 300.0
 
 
-def take(ctx: IncidentContext, node: str | None, now: float, session: Session, node_id: int) -> dict[str, Any]:
+def take(
+    ctx: IncidentContext, node: str | None, now: float, session: Session, node_id: int, job_id: int | None = None
+) -> dict[str, Any]:
     """``{"gpus": {index: [[ts, util, fb_used_mib, power_w, temp_c, xid_last], ...]}, "jobs": [{"job",
-    "run"}, ...], "at": now}``: the node's recent samples and the jobs at work on it (`jobs_on_node`),
-    which a silent node's incident names as its lost work."""
+    "run"}, ...], "job_gpus": [index, ...], "at": now}``: the node's recent samples, the jobs at work on
+    it (`jobs_on_node`), which a silent node's incident names as its lost work, and the node's GPUs the
+    job's ranks were attributed to (kept now: a restart elsewhere moves the job's ranks)."""
     gpus: dict[str, list[list[Any]]] = {}
     if node is not None:
         for state in ctx.telemetry.gpus(node):
             recent = [s for s in ctx.telemetry.recent(node, state.info.index) if s.ts >= now - SNAPSHOT_S]
-            gpus[str(state.info.index)] = [
-                [s.ts, s.util_gpu, s.fb_used_mib, s.power_w, s.temp_c, s.xid_last] for s in recent
-            ]
-    return {"gpus": gpus, "jobs": jobs_on_node(session, node_id), "at": now}
+            gpus[str(state.info.index)] = _rows(recent)
+    return {"gpus": gpus, "jobs": jobs_on_node(session, node_id), "job_gpus": job_gpus_on(session, job_id, node_id),
+            "at": now}  # fmt: skip
+
+
+def _rows(points: list[Point]) -> list[list[Any]]:
+    return [[p.ts, p.util_gpu, p.fb_used_mib, p.power_w, p.temp_c, p.xid_last] for p in points]
+
+
+def job_gpus_on(session: Session, job_id: int | None, node_id: int | None) -> list[int]:
+    """The GPU indices of ``node_id`` the job's ranks were attributed to (by LOCAL_RANK or NVML)."""
+    if job_id is None or node_id is None:
+        return []
+    rows = session.scalars(
+        select(JobRank.gpu_index).where(
+            JobRank.job_id == job_id, JobRank.node_id == node_id, JobRank.gpu_index.is_not(None)
+        )
+    )
+    return sorted({int(g) for g in rows})
+
+
+def extend(session: Session, telemetry: Telemetry, new: Run) -> None:
+    """``new`` (a restarted run) took its first step: add the samples since the failed run's incident
+    opened to that incident's snapshot, so its post-mortem plots the failure through the recovery."""
+    failed = session.scalar(select(Run.id).where(Run.job_id == new.job_id, Run.attempt == new.attempt - 1))
+    if failed is None:
+        return
+    incident = session.scalar(select(Incident).where(Incident.run_id == failed).order_by(Incident.id))
+    node = session.get(Node, incident.node_id) if incident is not None and incident.node_id is not None else None
+    if incident is None or node is None or not (incident.snapshot or {}).get("gpus"):
+        return
+    gpus = dict(incident.snapshot["gpus"])
+    for index, rows in gpus.items():
+        last = max((r[0] for r in rows), default=float("-inf"))
+        gpus[index] = rows + _rows([p for p in telemetry.recent(node.name, int(index)) if p.ts > last])
+    incident.snapshot = {**incident.snapshot, "gpus": gpus, "extended_at": time.time()}  # a new dict: JSON change
 
 
 def last_steps(ctx: IncidentContext, job: str) -> list[int]:

@@ -119,7 +119,7 @@ class Folder:
     def follow_up(self, node: Node, follow: FollowUp) -> None:
         """The database side of a folded batch (blocking: run it off the event loop)."""
         if follow.first_steps:
-            self.first_steps.stamp(self.incidents.sessions, follow.first_steps)
+            self.first_steps.stamp(self.incidents.sessions, follow.first_steps, self.telemetry)
         if follow.detections:
             record(self.incidents, self.detect_metrics, follow.detections)
         if follow.fatal_xids:

@@ -11,8 +11,10 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from server.incidents import snapshot
 from server.store.db import transaction
 from server.store.models import Run
+from server.telemetry.latest import Telemetry
 
 
 class FirstSteps:
@@ -35,10 +37,16 @@ class FirstSteps:
         with self._lock:
             return self._waiting.pop(job, None)
 
-    def stamp(self, sessions: sessionmaker[Session], runs: list[tuple[str, int, list[float]]]) -> None:
+    def stamp(
+        self,
+        sessions: sessionmaker[Session],
+        runs: list[tuple[str, int, list[float]]],
+        telemetry: Telemetry | None = None,
+    ) -> None:
         """Record when each of ``runs`` (job, run id, its step times) reported its first step. Steps from
         before the run started (the previous attempt's last ones, shipped late) do not count: the run
-        waits for its own."""
+        waits for its own. With ``telemetry``, the failed attempt's incident keeps the GPU samples from
+        its failure to this first step (`snapshot.extend`), for its post-mortem."""
         with transaction(sessions) as session:
             for job, run_id, times in runs:
                 run = session.get(Run, run_id)
@@ -47,5 +55,7 @@ class FirstSteps:
                 own = [ts for ts in times if ts >= run.started_at.timestamp()]
                 if own:
                     run.first_step_at = datetime.fromtimestamp(own[0], UTC)
+                    if telemetry is not None:
+                        snapshot.extend(session, telemetry, run)
                 else:
                     self.keep(job, run_id)

@@ -40,6 +40,8 @@ class GpuSeries:
     gpu: int
     points: tuple[GpuPoint, ...]
     xids: tuple[tuple[float, int], ...] = ()  # (unix seconds, Xid code)
+    window: tuple[float, float] | None = None  # the plotted time span (unix seconds); None: the samples'
+    memory_total_mib: float | None = None  # the framebuffer's size: the memory axis's top
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +80,12 @@ class PostMortem:
     timeline: tuple[TimelineEntry, ...]
     lost: LostWork | None
     plots: tuple[GpuSeries, ...]
-    recommendations: tuple[str, ...]
+    recommendations: tuple[str, ...]  # Markdown (code spans, emphasis) by gpuwatch; values escaped in it
     logs_url: str  # where the full logs are (the API)
     generated_at: datetime = field(default_factory=datetime.now)
     # a node's incident (no run): the jobs at work on the node when it opened, "job (run N)"
     jobs_on_node: tuple[str, ...] = ()
+    job_gpus: tuple[int, ...] = ()  # the node's GPUs the job's ranks were attributed to (none: not known)
+    plotted: str = ""  # which GPUs the plots show and why, in words
+    window: tuple[datetime, datetime] | None = None  # the plots' time span
+    window_text: str = ""  # how that span was chosen, in words

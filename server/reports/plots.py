@@ -22,12 +22,15 @@ from PIL import Image  # matplotlib's own dependency (it writes PNGs with it)
 from server.reports.document import GpuPoint, GpuSeries
 
 WIDTH_IN, HEIGHT_IN, DPI = 9.0, 5.0, 100  # 900 x 500 px
+_UTIL, _MEMORY, _POWER, _TEMP = "util %", "FB used MiB", "power W", "temp °C"
 _PANELS: tuple[tuple[str, Callable[[GpuPoint], float | None], str], ...] = (
-    ("util %", lambda p: p.util, "tab:blue"),
-    ("FB used MiB", lambda p: p.fb_used_mib, "tab:purple"),
-    ("power W", lambda p: p.power_w, "tab:orange"),
-    ("temp °C", lambda p: p.temp_c, "tab:red"),
+    (_UTIL, lambda p: p.util, "tab:blue"),
+    (_MEMORY, lambda p: p.fb_used_mib, "tab:purple"),
+    (_POWER, lambda p: p.power_w, "tab:orange"),
+    (_TEMP, lambda p: p.temp_c, "tab:red"),
 )
+TEMP_BASE_C = 20.0  # the temperature axis starts here (room temperature), not at the coldest sample
+TEMP_MIN_SPAN_C = 60.0  # … and spans at least this: 20-80 °C, where a 0.3 °C wobble is a flat line
 _MINUTES_FROM_S = 1800.0  # spans longer than this are plotted in minutes
 _MAX_LABEL = 40
 
@@ -65,11 +68,27 @@ def _clock(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S UTC")
 
 
+def _y_range(panel: str, values: list[float], memory_total_mib: float | None) -> tuple[float, float]:
+    """Axes from a fixed floor, so a small wobble looks small: utilization 0-100 %, memory 0 to the
+    framebuffer's size, power from 0, temperature from `TEMP_BASE_C`; each top grows to fit the data."""
+    seen = [v for v in values if not math.isnan(v)]
+    high, low = max(seen, default=0.0), min(seen, default=0.0)
+    if panel == _UTIL:
+        return -3.0, 105.0
+    if panel == _MEMORY:
+        size = memory_total_mib if memory_total_mib and math.isfinite(memory_total_mib) else 0.0
+        return 0.0, max(size, high * 1.1, 1.0)
+    if panel == _TEMP:
+        return min(TEMP_BASE_C, low - 5), max(TEMP_BASE_C + TEMP_MIN_SPAN_C, high + 5)
+    return 0.0, max(high * 1.15, 10.0)  # power
+
+
 def gpu_plot_png(series: GpuSeries, marker_at: float | None = None) -> bytes:
     """Four stacked panels (utilization, framebuffer used, power, temperature) over a shared time axis.
 
     Time is in seconds (minutes for spans over 30 min) relative to ``marker_at`` (the failure, unix
-    seconds) when given, else relative to the first sample. Xid events are dashed red lines labelled
+    seconds) when given, else relative to the first sample; the x axis spans the series's window when
+    it has one. The y axes start from fixed floors (`_y_range`). Xid events are dashed red lines labelled
     with their code; the failure is a solid black line. Missing values leave gaps.
     """
     points = [p for p in series.points if math.isfinite(_finite(p.ts))]
@@ -86,7 +105,11 @@ def gpu_plot_png(series: GpuSeries, marker_at: float | None = None) -> bytes:
     else:
         origin = xids[0][0] if xids else 0.0
         label = "time"
-    stamps = [p.ts for p in points] + [ts for ts, _ in xids] + ([marker] if marker is not None else [])
+    window = series.window if series.window and all(math.isfinite(_finite(t)) for t in series.window) else None
+    if window is not None:  # the stated window, whatever part of it has samples
+        stamps = [float(window[0]), float(window[1])]
+    else:
+        stamps = [p.ts for p in points] + [ts for ts, _ in xids] + ([marker] if marker is not None else [])
     span = (max(stamps) - min(stamps)) if stamps else 0.0
     scale, unit = (60.0, "min") if span > _MINUTES_FROM_S else (1.0, "s")
 
@@ -110,8 +133,11 @@ def gpu_plot_png(series: GpuSeries, marker_at: float | None = None) -> bytes:
             ax.axvline((ts - origin) / scale, color="red", linestyle="--", linewidth=1)
         if marker is not None:
             ax.axvline(0.0, color="black", linewidth=1.2)
+    for ax, (_name, get, _colour) in zip(axes, _PANELS, strict=True):
+        ax.set_ylim(*_y_range(_name, [_finite(get(p)) for p in points], series.memory_total_mib))
+    if window is not None:
+        axes[-1].set_xlim((window[0] - origin) / scale, (window[1] - origin) / scale)
     top = axes[0]
-    top.set_ylim(-3, 105)  # a percentage: a fixed scale, so a drop to 0 looks like one
     for ts, code in xids:
         top.text(
             (ts - origin) / scale, 0.98, f"Xid {int(code)}", transform=top.get_xaxis_transform(),

@@ -9,7 +9,7 @@ checkpoints and its earlier failures (for the MTBF behind the checkpoint-interva
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -18,6 +18,8 @@ from sqlalchemy.orm import Session
 from gpuwatch.config import Settings
 from gpuwatch.protocol import Api
 from gpuwatch.taxonomy import REASONS
+from server.incidents.snapshot import job_gpus_on
+from server.reports import markdown
 from server.reports.document import (
     EvidenceLine,
     GpuPoint,
@@ -26,9 +28,10 @@ from server.reports.document import (
     PostMortem,
     TimelineEntry,
 )
-from server.store.models import Action, Diagnosis, EventRow, Incident, Job, Node, Run
+from server.store.models import Action, Diagnosis, EventRow, Exclusion, Gpu, Incident, Job, Node, Run
 
-#: Advice per reason, beyond the checkpoint interval (which every restartable failure gets).
+#: Advice per reason, beyond the checkpoint interval (which every restartable failure gets), in Markdown:
+#: commands are code spans, and the node's name is escaped (`markdown.escape`) before it goes in.
 ADVICE: dict[str, str] = {
     "gpu_hardware": "Keep {node} drained and run the vendor's diagnostics (`dcgmi diag -r 3`); a GPU that "
     "repeats a fatal Xid or has row-remap failures needs an RMA.",
@@ -53,8 +56,9 @@ SCRIPT_ADVICE = "A script error: fix the script; gpuwatch does not restart it (i
 MAX_EVIDENCE = 50
 
 
-def build(session: Session, incident_id: int, settings: Settings) -> PostMortem | None:
-    """The post-mortem of an incident, or None when there is no such incident."""
+def build(session: Session, incident_id: int, settings: Settings, all_gpus: bool = False) -> PostMortem | None:
+    """The post-mortem of an incident, or None when there is no such incident. Its plots show the job's
+    GPUs (a node-level incident's: the node's), or every GPU of the node with ``all_gpus``."""
     incident = session.get(Incident, incident_id)
     if incident is None:
         return None
@@ -71,6 +75,10 @@ def build(session: Session, incident_id: int, settings: Settings) -> PostMortem 
     node_name = (diagnosis.node_name if diagnosis else None) or (node.name if node else None)
     snapshot = incident.snapshot or {}
     public = settings.server.public_url or f"http://{settings.server.host}:{settings.server.port}"
+    job_gpus = _job_gpus(session, incident, node, snapshot)
+    window, window_text = _window(incident, run, after, settings)
+    plots = _plots(session, incident, node, snapshot, window)
+    shown = plots if all_gpus or not job_gpus else tuple(p for p in plots if p.gpu in job_gpus)
     return PostMortem(
         incident_id=incident.id,
         trigger=incident.trigger,
@@ -87,15 +95,19 @@ def build(session: Session, incident_id: int, settings: Settings) -> PostMortem 
         source=diagnosis.source if diagnosis else None,
         explanation=(diagnosis.explanation or "") if diagnosis else "",
         llm_explanation=bool(diagnosis and diagnosis.source == "llm"),
-        why=params.get("why", ""),
+        why=params.get("why", "") or _node_why(session, incident, diagnosis, node_name),
         evidence=_evidence(diagnosis),
         evidence_total=len(diagnosis.evidence) if diagnosis else 0,
         timeline=_timeline(incident, run, diagnosis, actions, after, params),
         lost=_lost(session, incident, run, after, job),
-        plots=_plots(session, incident, node, snapshot),
+        plots=shown,
         recommendations=_advice(session, diagnosis, job, run, node_name),
         logs_url=f"{public.rstrip('/')}{Api.LOGS}?node={node.name if node else ''}",
         jobs_on_node=_jobs_on_node(incident, snapshot),
+        job_gpus=job_gpus,
+        plotted=_plotted(incident, job_gpus, shown, plots, all_gpus),
+        window=window,
+        window_text=window_text,
     )
 
 
@@ -204,31 +216,112 @@ def _lost(session: Session, incident: Incident, run: Run | None, after: Run | No
     )
 
 
-def _plots(session: Session, incident: Incident, node: Node | None, snapshot: dict[str, Any]) -> tuple[GpuSeries, ...]:
+def _job_gpus(session: Session, incident: Incident, node: Node | None, snapshot: dict[str, Any]) -> tuple[int, ...]:
+    """The node's GPUs the failed run's ranks were attributed to: kept in the snapshot when the incident
+    opened (older snapshots: the job's ranks now). A node-level incident (no run) has none."""
+    if incident.run_id is None or node is None:
+        return ()
+    if "job_gpus" in snapshot:
+        return tuple(sorted(int(g) for g in snapshot["job_gpus"]))
+    return tuple(job_gpus_on(session, incident.job_id, node.id))
+
+
+def _window(
+    incident: Incident, run: Run | None, after: Run | None, settings: Settings
+) -> tuple[tuple[datetime, datetime], str]:
+    """The plots' span: `report_before_s` before the failure to `report_after_s` after the restarted
+    run's first step (else its start, else the failure), and that in words."""
+    before, margin = settings.server.report_before_s, settings.server.report_after_s
+    failed = run.ended_at if run is not None and run.ended_at is not None else incident.opened_at
+    start = failed - timedelta(seconds=before)
+    if after is not None and after.first_step_at is not None:
+        anchor, what = after.first_step_at, f"the restarted run's first step (attempt {after.attempt})"
+    elif after is not None:
+        anchor, what = after.started_at, f"the restarted run's start (attempt {after.attempt}; no step reported)"
+    else:
+        anchor, what = failed, "the failure (not restarted)"
+    end = max(anchor, failed) + timedelta(seconds=margin)
+    return (start, end), f"from {_minutes(before)} before the failure to {_minutes(margin)} after {what}"
+
+
+def _plots(
+    session: Session,
+    incident: Incident,
+    node: Node | None,
+    snapshot: dict[str, Any],
+    window: tuple[datetime, datetime],
+) -> tuple[GpuSeries, ...]:
+    """Every GPU of the node with samples in the snapshot, cut to ``window``, with its Xids and size."""
     if node is None or not snapshot.get("gpus"):
         return ()
-    points = {int(g): rows for g, rows in snapshot["gpus"].items()}
-    start = min((r[0] for rows in points.values() for r in rows), default=None)
+    start, end = window[0].timestamp(), window[1].timestamp()
+    points = {int(g): [r for r in rows if start <= r[0] <= end] for g, rows in snapshot["gpus"].items()}
     xids: dict[int, list[tuple[float, int]]] = {}
-    if start is not None:
-        for e in session.scalars(
-            select(EventRow).where(
-                EventRow.node_id == node.id,
-                EventRow.kind == "xid",
-                EventRow.ts >= datetime.fromtimestamp(start, UTC),
-            )
-        ):
-            if e.gpu_index is not None and e.data.get("xid"):
-                xids.setdefault(e.gpu_index, []).append((e.ts.timestamp(), int(e.data["xid"])))
+    for e in session.scalars(
+        select(EventRow).where(
+            EventRow.node_id == node.id, EventRow.kind == "xid", EventRow.ts >= window[0], EventRow.ts <= window[1]
+        )
+    ):
+        if e.gpu_index is not None and e.data.get("xid"):
+            xids.setdefault(e.gpu_index, []).append((e.ts.timestamp(), int(e.data["xid"])))
+    sizes = dict(session.execute(select(Gpu.index, Gpu.memory_total_mib).where(Gpu.node_id == node.id)).tuples().all())
     return tuple(
         GpuSeries(
             node=node.name,
             gpu=gpu,
             points=tuple(GpuPoint(ts=r[0], util=r[1], fb_used_mib=r[2], power_w=r[3], temp_c=r[4]) for r in rows),
             xids=tuple(sorted(xids.get(gpu, []))),
+            window=(start, end),
+            memory_total_mib=sizes.get(gpu),
         )
         for gpu, rows in sorted(points.items())
     )
+
+
+def _plotted(
+    incident: Incident,
+    job_gpus: tuple[int, ...],
+    shown: tuple[GpuSeries, ...],
+    plots: tuple[GpuSeries, ...],
+    all_gpus: bool,
+) -> str:
+    """Which GPUs the plots show, and why, in words."""
+    listed = ", ".join(str(g) for g in job_gpus)
+    if incident.run_id is None:
+        return "all of the node's GPUs (a node-level incident: no job's GPUs to choose)"
+    if not job_gpus:
+        return "all of the node's GPUs: the job's ranks were not attributed to any GPU (no LOCAL_RANK or NVML process)"
+    if all_gpus:
+        return f"all of the node's GPUs, as asked; the job's: {listed}"
+    others = len(plots) - len(shown)
+    rest = f"; {others} other GPU{'s' if others != 1 else ''} of the node left out (?gpus=all shows them)"
+    return f"the job's GPU{'s' if len(job_gpus) > 1 else ''} {listed}{rest if others else ''}"
+
+
+def _node_why(session: Session, incident: Incident, diagnosis: Diagnosis | None, node: str | None) -> str:
+    """A node-level incident's decision (it has no decision row of a run's): the rule is the failure
+    taxonomy's default action for the diagnosed reason, and what came of it (the exclusion, if any)."""
+    if incident.run_id is not None:
+        return ""
+    if diagnosis is None:
+        return "not decided yet: the incident is not diagnosed"
+    info = REASONS.get(diagnosis.reason)
+    if info is None:
+        return f"no rule for the reason {diagnosis.reason}"
+    rule = (
+        f"rule taxonomy_default: the reason {diagnosis.reason} ({info.category}) has the default action "
+        f"{info.action}, and a node-level incident has no run of its own to restart"
+    )
+    exclusion = session.scalar(select(Exclusion).where(Exclusion.incident_id == incident.id).order_by(Exclusion.id))
+    if exclusion is not None:
+        ttl = (exclusion.expires_at - exclusion.created_at).total_seconds() if exclusion.expires_at else None
+        until = f" for {_minutes(ttl)}" if ttl is not None else ""
+        how = f" (drained by {exclusion.executor})" if exclusion.executor else ""
+        done = f"{exclusion.node_name} was excluded{until}{how}"
+        return f"{rule}, so {done}; the runs there are decided in their own incidents"
+    if info.action == "restart_exclude_node":
+        return f"{rule}; {node or 'the node'} was not excluded (it was already, or the diagnosis named no node)"
+    return f"{rule}, so the owner is told and nothing is excluded"
 
 
 def _advice(
@@ -240,7 +333,7 @@ def _advice(
     if REASONS[diagnosis.reason].category == "script":
         out.append(SCRIPT_ADVICE)
     elif diagnosis.reason in ADVICE:
-        out.append(ADVICE[diagnosis.reason].format(node=node or "the node"))
+        out.append(ADVICE[diagnosis.reason].format(node=markdown.escape(node) if node else "the node"))
     if job is not None and REASONS[diagnosis.reason].action != "notify":
         interval = _checkpoint_advice(session, job)
         if interval:
@@ -259,7 +352,7 @@ def _checkpoint_advice(session: Session, job: Job) -> str | None:
     options = ", ".join(f"{_minutes(math.sqrt(2 * c * mtbf))} for a {c} s save" for c in (10, 60, 300))
     return (
         f"Observed mean time between failures of this job: {_minutes(mtbf)}. Young/Daly's optimal checkpoint "
-        f"interval sqrt(2 * save time * MTBF) is then {options}."
+        f"interval `sqrt(2 * save time * MTBF)` is then {options}."
     )
 
 

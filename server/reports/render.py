@@ -22,10 +22,11 @@ import html
 import logging
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from urllib.parse import quote, urlsplit
 
+from server.reports import markdown
 from server.reports.document import EvidenceLine, GpuSeries, LostWork, PostMortem, TimelineEntry
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,6 @@ _ANSI = re.compile(
 )
 # C0 but tab/newline, DEL and C1, line/paragraph separators, bidi embeddings/overrides/isolates, surrogates
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>#|~&$])")
 _MD_LINE_START = re.compile(r"^(\s*)([-+=]|\d+(?=[.)]))")
 _BACKTICKS = re.compile(r"`+")
 
@@ -122,12 +122,28 @@ def _duration(seconds: float | None) -> str:
     return sign + text
 
 
+def _significant(value: float, digits: int = 2) -> str:
+    """Two decimals from 1 up (``34.57``); below, ``digits`` significant ones (``0.0031``, never ``0.00``
+    for a loss that is not zero)."""
+    if not math.isfinite(value):
+        return NOT_KNOWN
+    if value == 0 or abs(value) >= 1:
+        return f"{value:,.2f}" if value else "0"
+    decimals = digits - 1 - math.floor(math.log10(abs(value)))
+    return f"{value:.{decimals}f}"
+
+
 def _gpu_hours(value: float) -> str:
-    return f"{value:,.2f} GPU-hours"
+    """``34.57 GPU-hours``; under one, with the GPU-seconds: ``0.0031 GPU-hours (11 GPU-s)``."""
+    text = f"{_significant(value)} GPU-hours"
+    if math.isfinite(value) and 0 < value < 1:
+        seconds = value * 3600
+        text += f" ({seconds:.1f} GPU-s)" if seconds < 10 else f" ({seconds:,.0f} GPU-s)"
+    return text
 
 
 def _money(value: float, currency: str) -> str:
-    return f"{value:,.2f} {_line(currency, 12)}".strip()
+    return f"{_significant(value)} {_line(currency, 12)}".strip()
 
 
 def _percent(value: float | None) -> str:
@@ -200,13 +216,24 @@ def _known(value: object, limit: int = 200) -> str:
     return NOT_KNOWN if value is None or value == "" else _line(value, limit)
 
 
+def _gpu_list(gpus: Sequence[int]) -> str:
+    return ", ".join(str(g) for g in gpus)
+
+
+def _job_gpus(pm: PostMortem) -> str:
+    if pm.job_gpus:
+        return _gpu_list(pm.job_gpus)
+    return "none (a node-level incident)" if pm.job is None or pm.attempt is None else "not known (not attributed)"
+
+
 def _summary(pm: PostMortem) -> list[tuple[str, str]]:
-    gpus = ", ".join(str(g) for g in pm.gpus) if pm.gpus else "none recorded"
+    gpus = _gpu_list(pm.gpus) if pm.gpus else "none recorded"
     node = f"{_known(pm.node, 120)} (GPUs: {gpus})"
     return [
         ("Job", _known(pm.job, 120)),
         ("Attempt", _known(pm.attempt)),
         ("Node and GPUs", node),
+        ("The job's GPUs", _job_gpus(pm)),
         ("Trigger", _known(pm.trigger)),
         ("State", _known(pm.state)),
         ("Reason", f"{_known(pm.reason, 80)} (category: {_known(pm.category, 80)})"),
@@ -245,6 +272,18 @@ def _evidence(pm: PostMortem) -> tuple[list[tuple[str, str]], int]:
     return shown, max(pm.evidence_total, len(pm.evidence)) - len(shown)
 
 
+def _plots_intro(pm: PostMortem) -> list[str]:
+    """What the plots show: which GPUs, and over which window (both stated, not left to guess)."""
+    out = []
+    if pm.plotted:
+        out.append(f"Plotted: {_line(pm.plotted, 400)}.")
+    if pm.window is not None:
+        start, end = pm.window
+        how = f" ({_line(pm.window_text, 300)})" if pm.window_text else ""
+        out.append(f"Window: {_when(start)} to {_when(end)}{how}.")
+    return out
+
+
 def _recommendations(pm: PostMortem) -> list[str]:
     recs = (" ".join(_lines(r, 600)) for r in pm.recommendations)
     return [r for r in recs if r][:MAX_RECOMMENDATIONS]
@@ -281,17 +320,22 @@ def _lost(lost: LostWork) -> list[tuple[str, str]]:
 
 def _md(text: str) -> str:
     """Text safe inline in Markdown: each character that could start markup is backslash-escaped."""
-    return _MD_SPECIAL.sub(r"\\\1", text)
+    return markdown.escape(text)
 
 
 def _md_para(line: str) -> str:
     """One line of prose that also cannot start a list, a heading underline or a thematic break."""
+    return _md_line_start(_md(line))
+
+
+def _md_line_start(markdown_line: str) -> str:
+    """Markdown made unable to start a list, a heading underline or a thematic break."""
 
     def escape(m: re.Match[str]) -> str:
         mark = m.group(2)
         return m.group(1) + (mark[:-1] + "\\" + mark[-1] if mark[0].isdigit() else "\\" + mark)
 
-    return _MD_LINE_START.sub(escape, _md(line).lstrip())
+    return _MD_LINE_START.sub(escape, markdown_line.lstrip())
 
 
 def _md_block(lines: Sequence[str]) -> list[str]:
@@ -316,21 +360,25 @@ def _md_link(label: str, url: str | None, image: bool = False) -> str:
     return f"{'!' if image else ''}[{_md(label)}]({safe})"
 
 
-def render_markdown(pm: PostMortem, plot_links: dict[int, str]) -> str:
-    """The post-mortem as Markdown; the plot of GPU ``n`` is the image at ``plot_links[n]``."""
-    out = [f"# {_md(_title(pm))}", "", "## Summary", ""]
-    out += [f"- **{label}:** {_md(value)}" for label, value in _summary(pm)]
+MarkdownSection = Callable[[PostMortem, dict[int, str]], list[str]]
 
-    out += ["", "## Timeline", ""]
+
+def _md_summary(pm: PostMortem, links: dict[int, str]) -> list[str]:
+    return [f"- **{label}:** {_md(value)}" for label, value in _summary(pm)]
+
+
+def _md_timeline(pm: PostMortem, links: dict[int, str]) -> list[str]:
     rows = _timeline_rows(pm)
-    if rows:
-        out += _md_block(_text_table(TIMELINE_HEADER, rows))
-        if len(pm.timeline) > len(rows):
-            out += ["", f"{len(pm.timeline) - len(rows):,} more entries not shown."]
-    else:
-        out.append(f"Timeline: {NOT_KNOWN}.")
+    if not rows:
+        return [f"Timeline: {NOT_KNOWN}."]
+    out = _md_block(_text_table(TIMELINE_HEADER, rows))
+    if len(pm.timeline) > len(rows):
+        out += ["", f"{len(pm.timeline) - len(rows):,} more entries not shown."]
+    return out
 
-    out += ["", "## Root cause", ""]
+
+def _md_root_cause(pm: PostMortem, links: dict[int, str]) -> list[str]:
+    out: list[str] = []
     explanation = _lines(pm.explanation)
     if not explanation:
         out.append(f"Explanation: {NOT_KNOWN}.")
@@ -348,28 +396,53 @@ def render_markdown(pm: PostMortem, plot_links: dict[int, str]) -> str:
     if more > 0:
         at = f" at {_md_link(_line(pm.logs_url), pm.logs_url)}" if pm.logs_url else ""
         out += ["", f"{more:,} more lines: see the full logs{at}."]
+    return out
 
-    out += ["", "## GPUs around the failure", ""]
+
+def _md_gpus(pm: PostMortem, links: dict[int, str]) -> list[str]:
     if not pm.plots:
-        out += ["No GPU samples were recorded around the failure.", ""]
+        return ["No GPU samples were recorded around the failure."]
+    out = [_md_para(line) + "  " for line in _plots_intro(pm)]
+    if out:
+        out[-1] = out[-1].rstrip()
+        out.append("")
     for series in pm.plots[:MAX_PLOTS]:
         label = f"{_line(series.node, 80)} GPU {series.gpu}"
-        link = plot_links.get(series.gpu)
+        link = links.get(series.gpu)
         out += [_md_link(label, link, image=True) if link else f"{_md(label)}: plot not available.", ""]
     if len(pm.plots) > MAX_PLOTS:
         out += [f"{len(pm.plots) - MAX_PLOTS} more GPUs not plotted.", ""]
+    return out[:-1] if out and out[-1] == "" else out
 
-    out += ["## Lost work", ""]
+
+def _md_lost(pm: PostMortem, links: dict[int, str]) -> list[str]:
     if pm.lost is None and pm.jobs_on_node:
-        out.append(_md(_jobs_lost(pm)))
-    elif pm.lost is None:
-        out.append(f"Lost work: {NOT_KNOWN} (no job run was interrupted, or none was recorded).")
-    else:
-        out += [f"- **{label}:** {_md(value)}" for label, value in _lost(pm.lost)]
+        return [_md(_jobs_lost(pm))]
+    if pm.lost is None:
+        return [f"Lost work: {NOT_KNOWN} (no job run was interrupted, or none was recorded)."]
+    return [f"- **{label}:** {_md(value)}" for label, value in _lost(pm.lost)]
 
-    out += ["", "## Recommendations", ""]
-    out += [f"- {_md_para(rec)}" for rec in _recommendations(pm)] or ["None."]
 
+def _md_recommendations(pm: PostMortem, links: dict[int, str]) -> list[str]:
+    return [f"- {_md_line_start(markdown.to_markdown(rec))}" for rec in _recommendations(pm)] or ["None."]
+
+
+#: The sections, in order: a new one is a function here and one in `HTML_SECTIONS`.
+MARKDOWN_SECTIONS: tuple[tuple[str, MarkdownSection], ...] = (
+    ("Summary", _md_summary),
+    ("Timeline", _md_timeline),
+    ("Root cause", _md_root_cause),
+    ("GPUs around the failure", _md_gpus),
+    ("Lost work", _md_lost),
+    ("Recommendations", _md_recommendations),
+)
+
+
+def render_markdown(pm: PostMortem, plot_links: dict[int, str]) -> str:
+    """The post-mortem as Markdown; the plot of GPU ``n`` is the image at ``plot_links[n]``."""
+    out = [f"# {_md(_title(pm))}"]
+    for title, section in MARKDOWN_SECTIONS:
+        out += ["", f"## {title}", "", *section(pm, plot_links)]
     logs = _md_link(_line(pm.logs_url), pm.logs_url) if pm.logs_url else NOT_KNOWN
     out += ["", "---", "", f"Full logs: {logs}", "", _md(f"Generated {_when(pm.generated_at)} by gpuwatch.")]
     return "\n".join(out) + "\n"
@@ -390,6 +463,8 @@ pre{background:#f6f8fa;border:1px solid #d8dde6;padding:8px;margin:0}
 .llm{border-left:4px solid #d9822b;background:#fff8ef;padding:8px 12px}
 .llm strong{color:#a65d00}.muted{color:#5b6475}
 figure{margin:12px 0}figure img{max-width:100%;height:auto;border:1px solid #d8dde6}
+.scope{color:#3a4252;background:#f6f8fa;border-left:4px solid #8aa1c1;padding:6px 10px}
+li code{background:#f2f4f8;padding:0 3px;border-radius:3px}
 footer{margin-top:32px;border-top:1px solid #d8dde6;padding-top:8px;font-size:12px}
 """
 
@@ -409,37 +484,32 @@ def _img(png: bytes, alt: str) -> str:
     return f'<img alt="{_h(alt)}" width="{width}" height="{height}" src="data:image/png;base64,{data}">'
 
 
-def render_html(pm: PostMortem) -> str:
-    """The post-mortem as one page that needs nothing else: no script, no external resource."""
-    title = _title(pm)
-    logs = _url(pm.logs_url)
-    logs_link = f'<a href="{_h(logs)}">{_h(_line(pm.logs_url))}</a>' if logs else ""
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{_h(CSP)}">',
-        '<meta name="referrer" content="no-referrer">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_h(title)}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>{_h(title)}</h1>",
-        f'<section id="summary"><h2>Summary</h2>{_kv_table(_summary(pm))}</section>',
-        '<section id="timeline"><h2>Timeline</h2>',
-    ]
-    rows = _timeline_rows(pm)
-    if rows:
-        head = "".join(f"<th>{_h(h)}</th>" for h in TIMELINE_HEADER)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{_h(c)}</td>" for c in cells[:-1]) + f"<td><code>{_h(cells[-1])}</code></td></tr>"
-            for cells in rows
-        )
-        parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
-        if len(pm.timeline) > len(rows):
-            parts.append(f'<p class="muted">{len(pm.timeline) - len(rows):,} more entries not shown.</p>')
-    else:
-        parts.append(f'<p class="muted">Timeline: {NOT_KNOWN}.</p>')
-    parts.append("</section>")
+def _html_summary(pm: PostMortem) -> str:
+    return _kv_table(_summary(pm))
 
-    parts.append('<section id="root-cause"><h2>Root cause</h2>')
+
+def _html_timeline(pm: PostMortem) -> str:
+    rows = _timeline_rows(pm)
+    if not rows:
+        return f'<p class="muted">Timeline: {NOT_KNOWN}.</p>'
+    head = "".join(f"<th>{_h(h)}</th>" for h in TIMELINE_HEADER)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_h(c)}</td>" for c in cells[:-1]) + f"<td><code>{_h(cells[-1])}</code></td></tr>"
+        for cells in rows
+    )
+    out = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    if len(pm.timeline) > len(rows):
+        out += f'\n<p class="muted">{len(pm.timeline) - len(rows):,} more entries not shown.</p>'
+    return out
+
+
+def _logs_link(pm: PostMortem) -> str:
+    logs = _url(pm.logs_url)
+    return f'<a href="{_h(logs)}">{_h(_line(pm.logs_url))}</a>' if logs else ""
+
+
+def _html_root_cause(pm: PostMortem) -> str:
+    parts = []
     explanation = "<br>".join(_h(ln) for ln in _lines(pm.explanation))
     if not explanation:
         parts.append(f'<p class="muted">Explanation: {NOT_KNOWN}.</p>')
@@ -458,13 +528,16 @@ def render_html(pm: PostMortem) -> str:
     else:
         parts.append('<p class="muted">Evidence: none recorded.</p>')
     if more > 0:
-        at = f" at {logs_link}" if logs_link else ""
+        at = f" at {_logs_link(pm)}" if pm.logs_url and _url(pm.logs_url) else ""
         parts.append(f'<p class="muted">{more:,} more lines: see the full logs{at}.</p>')
-    parts.append("</section>")
+    return "\n".join(parts)
 
-    parts.append('<section id="gpus"><h2>GPUs around the failure</h2>')
+
+def _html_gpus(pm: PostMortem) -> str:
     if not pm.plots:
-        parts.append('<p class="muted">No GPU samples were recorded around the failure.</p>')
+        return '<p class="muted">No GPU samples were recorded around the failure.</p>'
+    intro = _plots_intro(pm)
+    parts = [f'<p class="scope">{"<br>".join(_h(line) for line in intro)}</p>'] if intro else []
     marker = _marker(pm)
     for series in pm.plots[:MAX_PLOTS]:
         label = f"{_line(series.node, 80)} GPU {series.gpu}"
@@ -475,24 +548,48 @@ def render_html(pm: PostMortem) -> str:
         parts.append(f"<figure>{_img(png, label)}<figcaption>{_h(label)}</figcaption></figure>")
     if len(pm.plots) > MAX_PLOTS:
         parts.append(f'<p class="muted">{len(pm.plots) - MAX_PLOTS} more GPUs not plotted.</p>')
-    parts.append("</section>")
+    return "\n".join(parts)
 
-    parts.append('<section id="lost-work"><h2>Lost work</h2>')
+
+def _html_lost(pm: PostMortem) -> str:
     if pm.lost is None and pm.jobs_on_node:
-        parts.append(f"<p>{_h(_jobs_lost(pm))}</p>")
-    elif pm.lost is None:
-        parts.append(f'<p class="muted">Lost work: {NOT_KNOWN} (no job run was interrupted, or none was recorded).</p>')
-    else:
-        parts.append(_kv_table(_lost(pm.lost)))
-    parts.append("</section>")
+        return f"<p>{_h(_jobs_lost(pm))}</p>"
+    if pm.lost is None:
+        return f'<p class="muted">Lost work: {NOT_KNOWN} (no job run was interrupted, or none was recorded).</p>'
+    return _kv_table(_lost(pm.lost))
 
-    parts.append('<section id="recommendations"><h2>Recommendations</h2>')
-    items = "".join(f"<li>{_h(rec)}</li>" for rec in _recommendations(pm))
-    parts.append(f"<ul>{items}</ul>" if items else '<p class="muted">None.</p>')
-    parts.append("</section>")
 
-    parts.append(
-        f"<footer>Full logs: {logs_link or NOT_KNOWN}<br>Generated {_h(_when(pm.generated_at))} by gpuwatch.</footer>"
-    )
+def _html_recommendations(pm: PostMortem) -> str:
+    items = "".join(f"<li>{markdown.to_html(rec)}</li>" for rec in _recommendations(pm))
+    return f"<ul>{items}</ul>" if items else '<p class="muted">None.</p>'
+
+
+#: The sections, in order, with their element ids: a new one is a function here and one in
+#: `MARKDOWN_SECTIONS`.
+HTML_SECTIONS: tuple[tuple[str, str, Callable[[PostMortem], str]], ...] = (
+    ("summary", "Summary", _html_summary),
+    ("timeline", "Timeline", _html_timeline),
+    ("root-cause", "Root cause", _html_root_cause),
+    ("gpus", "GPUs around the failure", _html_gpus),
+    ("lost-work", "Lost work", _html_lost),
+    ("recommendations", "Recommendations", _html_recommendations),
+)
+
+
+def render_html(pm: PostMortem) -> str:
+    """The post-mortem as one page that needs nothing else: no script, no external resource."""
+    title = _title(pm)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{_h(CSP)}">',
+        '<meta name="referrer" content="no-referrer">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_h(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{_h(title)}</h1>",
+    ]
+    parts += [f'<section id="{sid}"><h2>{_h(name)}</h2>{section(pm)}</section>' for sid, name, section in HTML_SECTIONS]
+    generated = f"Generated {_h(_when(pm.generated_at))} by gpuwatch."
+    parts.append(f"<footer>Full logs: {_logs_link(pm) or NOT_KNOWN}<br>{generated}</footer>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -6,11 +6,12 @@ import json
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, Header, HTTPException, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from gpuwatch.protocol import Api
 from server.api.deps import ServicesDep
+from server.api.negotiate import negotiate
 from server.reports.period import parse_since, period_report, render_period_html, render_period_markdown
 from server.reports.postmortem import build
 from server.reports.render import gpu_plots, render_html, render_markdown
@@ -18,33 +19,44 @@ from server.reports.render import gpu_plots, render_html, render_markdown
 router = APIRouter(prefix=Api.PREFIX, tags=["reports"])
 
 MEDIA = {"md": "text/markdown; charset=utf-8", "html": "text/html; charset=utf-8"}
-Format = Annotated[Literal["md", "html"], Query(description="md or html")]
 
 
 @router.get("/incidents/{incident_id}/report", response_class=Response)
-async def incident_report(incident_id: int, svc: ServicesDep, format: Format = "md") -> Response:
-    """The incident's post-mortem. In Markdown the GPU plots are links to `…/plots/{gpu}.png`; the HTML
-    page embeds them and loads nothing from anywhere (no scripts)."""
+async def incident_report(
+    incident_id: int,
+    svc: ServicesDep,
+    format: Annotated[Literal["md", "html"] | None, Query(description="md or html; wins over Accept")] = None,
+    gpus: Annotated[Literal["job", "all"], Query(description="job: the job's GPUs only; all: the node's")] = "job",
+    accept: Annotated[str | None, Header()] = None,
+) -> Response:
+    """The incident's post-mortem, as Markdown (the default) or HTML: `?format=` if given, else what the
+    `Accept` header prefers (a browser's `text/html` gets the page). In Markdown the GPU plots are links
+    to `…/plots/{gpu}.png`; the HTML page embeds them and loads nothing from anywhere (no scripts). The
+    plots show the job's GPUs; `?gpus=all` shows every GPU of the node."""
+    chosen = format or negotiate(accept)
 
     def work() -> str:
         with svc.sessions() as session:
-            pm = build(session, incident_id, svc.settings)
+            pm = build(session, incident_id, svc.settings, all_gpus=gpus == "all")
         if pm is None:
             raise HTTPException(404, f"no incident {incident_id}")
-        if format == "html":
+        if chosen == "html":
             return render_html(pm)
-        return render_markdown(pm, {g: Api.INCIDENT_PLOT.format(incident_id=incident_id, gpu=g) for g in pm.gpus})
+        links = {s.gpu: Api.INCIDENT_PLOT.format(incident_id=incident_id, gpu=s.gpu) for s in pm.plots}
+        return render_markdown(pm, links)
 
-    return Response(await run_in_threadpool(work), media_type=MEDIA[format])
+    headers = {"Vary": "Accept"} if format is None else None
+    return Response(await run_in_threadpool(work), media_type=MEDIA[chosen], headers=headers)
 
 
 @router.get("/incidents/{incident_id}/plots/{gpu}.png", response_class=Response)
 async def incident_plot(incident_id: int, gpu: int, svc: ServicesDep) -> Response:
-    """One GPU of the incident's node around the failure (the ring buffer when the incident opened)."""
+    """One GPU of the incident's node around the failure, over the report's window (any GPU of the
+    node, the job's or not)."""
 
     def work() -> bytes:
         with svc.sessions() as session:
-            pm = build(session, incident_id, svc.settings)
+            pm = build(session, incident_id, svc.settings, all_gpus=True)
         if pm is None:
             raise HTTPException(404, f"no incident {incident_id}")
         plots = gpu_plots(pm)
