@@ -68,7 +68,7 @@ def _clock(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S UTC")
 
 
-def _y_range(panel: str, values: list[float], memory_total_mib: float | None) -> tuple[float, float]:
+def y_range(panel: str, values: list[float], memory_total_mib: float | None) -> tuple[float, float]:
     """Axes from a fixed floor, so a small wobble looks small: utilization 0-100 %, memory 0 to the
     framebuffer's size, power from 0, temperature from `TEMP_BASE_C`; each top grows to fit the data."""
     seen = [v for v in values if not math.isnan(v)]
@@ -84,11 +84,16 @@ def _y_range(panel: str, values: list[float], memory_total_mib: float | None) ->
 
 
 def gpu_plot_png(series: GpuSeries, marker_at: float | None = None) -> bytes:
+    """`gpu_figure` as a PNG."""
+    return _png(gpu_figure(series, marker_at))
+
+
+def gpu_figure(series: GpuSeries, marker_at: float | None = None) -> Figure:
     """Four stacked panels (utilization, framebuffer used, power, temperature) over a shared time axis.
 
     Time is in seconds (minutes for spans over 30 min) relative to ``marker_at`` (the failure, unix
     seconds) when given, else relative to the first sample; the x axis spans the series's window when
-    it has one. The y axes start from fixed floors (`_y_range`). Xid events are dashed red lines labelled
+    it has one. The y axes start from fixed floors (`y_range`). Xid events are dashed red lines labelled
     with their code; the failure is a solid black line. Missing values leave gaps.
     """
     points = [p for p in series.points if math.isfinite(_finite(p.ts))]
@@ -134,7 +139,7 @@ def gpu_plot_png(series: GpuSeries, marker_at: float | None = None) -> bytes:
         if marker is not None:
             ax.axvline(0.0, color="black", linewidth=1.2)
     for ax, (_name, get, _colour) in zip(axes, _PANELS, strict=True):
-        ax.set_ylim(*_y_range(_name, [_finite(get(p)) for p in points], series.memory_total_mib))
+        ax.set_ylim(*y_range(_name, [_finite(get(p)) for p in points], series.memory_total_mib))
     if window is not None:
         axes[-1].set_xlim((window[0] - origin) / scale, (window[1] - origin) / scale)
     top = axes[0]
@@ -148,7 +153,7 @@ def gpu_plot_png(series: GpuSeries, marker_at: float | None = None) -> bytes:
             0.0, 0.98, "failure", transform=top.get_xaxis_transform(), rotation=90, ha="left", va="top", fontsize=7
         )
     axes[-1].set_xlabel(f"{label} ({unit})", fontsize=8)
-    return _png(fig)
+    return fig
 
 
 def bar_chart_png(labels: list[str], values: list[float], title: str, unit: str) -> bytes:
