@@ -39,8 +39,16 @@ def _samples(gpu: int) -> list[list[float | None]]:
     rows: list[list[float | None]] = []
     for i in range(-600, 121):
         busy = gpu == JOB_GPU and (i < 0 or i >= 70)
-        rows.append([t0 + i, 97.0 if busy else 0.0, 60_000.0 if busy else 300.0, 600.0 if busy else 60.0,
-                     55.0 + 0.3 * (i % 2), None])  # fmt: skip
+        rows.append(
+            [
+                t0 + i,
+                97.0 if busy else 0.0,
+                60_000.0 if busy else 300.0,
+                600.0 if busy else 60.0,
+                55.0 + 0.3 * (i % 2),
+                None,
+            ]
+        )
     return rows
 
 
@@ -60,10 +68,18 @@ def _failed_job(sessions: Session) -> int:
         job = Job(name="one-gpu-job", state="running")
         session.add(job)
         session.flush()
-        failed = Run(job_id=job.id, attempt=1, state="failed", started_at=FAILED - timedelta(hours=1),
-                     ended_at=FAILED, exit_code=1, node_id=node.id)  # fmt: skip
-        again = Run(job_id=job.id, attempt=2, state="running", started_at=RESTARTED, first_step_at=FIRST_STEP,
-                    node_id=node.id)  # fmt: skip
+        failed = Run(
+            job_id=job.id,
+            attempt=1,
+            state="failed",
+            started_at=FAILED - timedelta(hours=1),
+            ended_at=FAILED,
+            exit_code=1,
+            node_id=node.id,
+        )
+        again = Run(
+            job_id=job.id, attempt=2, state="running", started_at=RESTARTED, first_step_at=FIRST_STEP, node_id=node.id
+        )
         session.add_all([failed, again])
         session.add(JobRank(job_id=job.id, rank=0, node_id=node.id, pid=4242, local_rank=0, gpu_index=JOB_GPU))
         session.flush()
@@ -75,14 +91,30 @@ def _failed_job(sessions: Session) -> int:
             state="resolved",
             opened_at=FAILED + timedelta(seconds=1),
             snapshot={"gpus": {str(g): _samples(g) for g in range(8)}, "jobs": [], "job_gpus": [JOB_GPU]},
-            cost={"gpus": 1, "steps": 2, "wall_s": 11.0, "downtime_s": None, "gpu_hours": 11 / 3600,
-                  "cost": 11 / 3600 * 3.0, "currency": "USD"},  # fmt: skip
+            cost={
+                "gpus": 1,
+                "steps": 2,
+                "wall_s": 11.0,
+                "downtime_s": None,
+                "gpu_hours": 11 / 3600,
+                "cost": 11 / 3600 * 3.0,
+                "currency": "USD",
+            },
         )
         session.add(incident)
         session.flush()
-        session.add(Diagnosis(incident_id=incident.id, reason="gpu_hardware", category="infrastructure",
-                              action="restart_exclude_node", confidence=0.95, source="rules",
-                              node_name=node.name, explanation="Xid 79 on GPU 5"))  # fmt: skip
+        session.add(
+            Diagnosis(
+                incident_id=incident.id,
+                reason="gpu_hardware",
+                category="infrastructure",
+                action="restart_exclude_node",
+                confidence=0.95,
+                source="rules",
+                node_name=node.name,
+                explanation="Xid 79 on GPU 5",
+            )
+        )
         return incident.id
 
 
@@ -141,15 +173,36 @@ def test_a_node_level_incident_says_the_decisions_rule(sessions: Session) -> Non
     with transaction(sessions) as session:
         node = _node_with_gpus(session)
         session.flush()
-        incident = Incident(node_id=node.id, trigger="node_silent", state="done", opened_at=FAILED,
-                            snapshot={"gpus": {str(g): _samples(g) for g in range(8)}, "jobs": []})  # fmt: skip
+        incident = Incident(
+            node_id=node.id,
+            trigger="node_silent",
+            state="done",
+            opened_at=FAILED,
+            snapshot={"gpus": {str(g): _samples(g) for g in range(8)}, "jobs": []},
+        )
         session.add(incident)
         session.flush()
-        session.add(Diagnosis(incident_id=incident.id, reason="node_failure", category="infrastructure",
-                              action="restart_exclude_node", confidence=1.0, source="rules", node_name=node.name,
-                              explanation="no word from the node's agent for 90 s"))  # fmt: skip
-        session.add(Exclusion(node_name=node.name, reason="node_failure", incident_id=incident.id,
-                              created_at=FAILED, expires_at=FAILED + timedelta(hours=1)))  # fmt: skip
+        session.add(
+            Diagnosis(
+                incident_id=incident.id,
+                reason="node_failure",
+                category="infrastructure",
+                action="restart_exclude_node",
+                confidence=1.0,
+                source="rules",
+                node_name=node.name,
+                explanation="no word from the node's agent for 90 s",
+            )
+        )
+        session.add(
+            Exclusion(
+                node_name=node.name,
+                reason="node_failure",
+                incident_id=incident.id,
+                created_at=FAILED,
+                expires_at=FAILED + timedelta(hours=1),
+            )
+        )
         session.add(Action(incident_id=incident.id, kind="exclude_node", params={"node": node.name}, status="done"))
         incident_id = incident.id
     with sessions() as session:
