@@ -191,8 +191,10 @@ def _start_job(
     args += ["--node", node, "--"]
     args += [sys.executable, "-m", "simulate.demo_job", "--ckpt-dir", str(ckpt), "--steps", "24", "--fail-at", "17"]
     args += ["--step-s", "0.4"]
-    # Its steps go to the first node's agent, whose simulated GPU 0 then follows the job's CPU use.
-    return spawn(args, "demo-job.log", {"GPUWATCH_AGENT_URL": f"http://127.0.0.1:{client_port}"})
+    # Its steps go to the first node's agent, whose simulated GPU 0 then follows the job's CPU use; its rank
+    # and local rank (as torchrun would set them) tie it to GPU 0, the one its post-mortem plots.
+    ranks = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
+    return spawn(args, "demo-job.log", {"GPUWATCH_AGENT_URL": f"http://127.0.0.1:{client_port}", **ranks})
 
 
 def _story(http: httpx.Client, job: subprocess.Popen[bytes]) -> dict[str, object]:

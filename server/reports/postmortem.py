@@ -9,6 +9,7 @@ checkpoints and its earlier failures (for the MTBF behind the checkpoint-interva
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -79,6 +80,7 @@ def build(session: Session, incident_id: int, settings: Settings, all_gpus: bool
     window, window_text = _window(incident, run, after, settings)
     plots = _plots(session, incident, node, snapshot, window)
     shown = plots if all_gpus or not job_gpus else tuple(p for p in plots if p.gpu in job_gpus)
+    window, window_text, shown = _fit(window, window_text, shown)
     return PostMortem(
         incident_id=incident.id,
         trigger=incident.trigger,
@@ -242,6 +244,23 @@ def _window(
         anchor, what = failed, "the failure (not restarted)"
     end = max(anchor, failed) + timedelta(seconds=margin)
     return (start, end), f"from {_minutes(before)} before the failure to {_minutes(margin)} after {what}"
+
+
+def _fit(
+    window: tuple[datetime, datetime], text: str, plots: tuple[GpuSeries, ...]
+) -> tuple[tuple[datetime, datetime], str, tuple[GpuSeries, ...]]:
+    """The window cut to the samples there are (an agent started seconds before the failure has no
+    minutes before it; the incident keeps samples only up to the restart's first step): the plots do
+    not show empty minutes, and the text says what was cut."""
+    stamps = [p.ts for series in plots for p in series.points]
+    if not stamps:
+        return window, text, plots
+    start = max(window[0], datetime.fromtimestamp(min(stamps), UTC))
+    end = min(window[1], datetime.fromtimestamp(max(stamps), UTC))
+    if (start, end) == window or start >= end:
+        return window, text, plots
+    span = (start.timestamp(), end.timestamp())
+    return (start, end), f"{text}, cut to the samples recorded", tuple(replace(p, window=span) for p in plots)
 
 
 def _plots(

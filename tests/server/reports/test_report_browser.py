@@ -97,6 +97,31 @@ def test_chromium_draws_the_report_and_runs_none_of_the_log_text(tmp_path: Path)
     assert len(images) == len(pm.plots) == 4
     assert all((a.get("src") or "").startswith("data:image/png;base64,") for a in images)
     assert [_png_size(png) for png in _data_pngs(dom)] == [(900, 500)] * 4
+    # what the plots show is said, and the recommendations' Markdown is rendered, not shown raw
+    assert "Plotted: the job's GPUs 0, 1, 2, 3;" in text and "Window: 2025-03-04 10:57:05 UTC to" in text
+    assert "`" not in text and "**" not in text and "](" not in text
+    assert "<code>dcgmi diag -r 3</code>" in dom and "<strong>8 min</strong>" in dom
+
+
+def test_chromium_draws_a_one_gpu_jobs_report_in_one_screen(tmp_path: Path) -> None:
+    """The report of a job on one GPU of an 8-GPU node: one plot, the page about one screen tall."""
+    pm = full_postmortem(
+        plots=full_postmortem().plots[3:],
+        job_gpus=(3,),
+        gpus=tuple(range(8)),
+        plotted="the job's GPU 3; 7 other GPUs of the node left out (?gpus=all shows them)",
+    )
+    page = tmp_path / "postmortem.html"
+    page.write_text(render_html(pm), encoding="utf-8")
+    shot = tmp_path / "one-gpu.png"
+    _chromium(tmp_path, page, f"--screenshot={shot}", "--window-size=1100,2000")
+    wait_until(lambda: shot.is_file() and shot.stat().st_size > 0, timeout=10, what="the screenshot file")
+    rgb = (imread(shot)[..., :3] * 255).round().astype(np.uint8)
+    rows = np.flatnonzero(np.any(rgb < 245, axis=(1, 2)))
+    assert 1000 < rows.max() < 1950, f"the page ends at {rows.max()} px"  # all of it drawn, in one tall screen
+    assert _pixels_near(rgb, TAB_BLUE) > 300 and _pixels_near(rgb, TAB_ORANGE) > 300
+    dom = _chromium(tmp_path, page, "--dump-dom").stdout
+    assert len(_data_pngs(dom)) == 1
 
 
 def test_the_content_security_policy_stops_a_script_that_slipped_through(tmp_path: Path) -> None:

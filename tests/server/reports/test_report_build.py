@@ -217,3 +217,24 @@ def test_a_node_level_incident_says_the_decisions_rule(sessions: Session) -> Non
     md = render_markdown(pm, {})
     assert "**Why this action:** rule taxonomy\\_default: the reason node\\_failure" in md
     assert "not known" not in md.split("**Why this action:**")[1].split("\n")[0]
+
+
+def test_the_window_is_cut_to_the_samples_there_are_and_says_so(sessions: Session) -> None:
+    """An agent that started 7 s before the failure has no minutes before it to show."""
+    incident_id = _failed_job(sessions)
+    with transaction(sessions) as session:
+        incident = session.get(Incident, incident_id)
+        assert incident is not None
+        late = {
+            g: [r for r in rows if -7 <= r[0] - FAILED.timestamp() <= 60]
+            for g, rows in incident.snapshot["gpus"].items()
+        }
+        incident.snapshot = {**incident.snapshot, "gpus": late}
+    with sessions() as session:
+        pm = build(session, incident_id, Settings())
+    assert pm is not None
+    assert pm.window == (FAILED - timedelta(seconds=7), FAILED + timedelta(seconds=60))
+    assert pm.window_text.endswith("first step (attempt 2), cut to the samples recorded")
+    (series,) = pm.plots
+    assert series.window == (FAILED.timestamp() - 7, FAILED.timestamp() + 60)
+    assert gpu_figure(series, FAILED.timestamp()).axes[0].get_xlim() == pytest.approx((-7.0, 60.0))

@@ -22,7 +22,8 @@ from matplotlib.image import imread
 
 from server.reports.document import EvidenceLine, GpuPoint, GpuSeries, LostWork, PostMortem, TimelineEntry
 from server.reports.plots import bar_chart_png, gpu_plot_png
-from server.reports.render import CSP, gpu_plots, render_html, render_markdown
+from server.reports.postmortem import ADVICE, SCRIPT_ADVICE
+from server.reports.render import CSP, MAX_RECOMMENDATIONS, gpu_plots, render_html, render_markdown
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 START = datetime(2025, 3, 4, 10, 0, 0, tzinfo=UTC)
@@ -31,7 +32,7 @@ SECTIONS = ("Summary", "Timeline", "Root cause", "GPUs around the failure", "Los
 LOGS_URL = "/api/v1/incidents/42/logs"
 OUR_TAGS = {
     "html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "section", "table", "thead", "tbody", "tr",
-    "th", "td", "code", "p", "strong", "div", "br", "figure", "img", "figcaption", "ul", "li", "a", "footer",
+    "th", "td", "code", "p", "strong", "em", "div", "br", "figure", "img", "figcaption", "ul", "li", "a", "footer",
 }  # fmt: skip
 MD_TAGS = {"h1", "h2", "p", "ul", "li", "strong", "pre", "code", "img", "a", "hr", "br"}
 
@@ -113,9 +114,16 @@ def full_postmortem(**changes: object) -> PostMortem:
             restarts_so_far=2,
         ),
         plots=tuple(_series(g, xid=g == 3) for g in range(4)),
-        recommendations=("Drain gpu-node-17 and run field diagnostics.", "Checkpoint every 10 min."),
+        recommendations=(
+            ADVICE["gpu_hardware"].format(node="gpu-node-17"),
+            "Young/Daly's optimal checkpoint interval `sqrt(2 * save time * MTBF)` is **8 min** for a 10 s save.",
+        ),
         logs_url=LOGS_URL,
         generated_at=datetime(2025, 3, 4, 12, 0, tzinfo=UTC),
+        job_gpus=(0, 1, 2, 3),
+        plotted="the job's GPUs 0, 1, 2, 3; 4 other GPUs of the node left out (?gpus=all shows them)",
+        window=(FAILURE - timedelta(minutes=5), FAILURE + timedelta(minutes=1)),
+        window_text="from 5 min before the failure to 30 s after the restarted run's first step (attempt 3)",
     )
     return replace(pm, **changes)
 
@@ -257,6 +265,62 @@ def test_a_node_level_incident_says_what_is_not_known() -> None:
     assert "- **Confidence:** not known (source: not known)" in md
     assert "<th>Job</th><td>not known</td>" in page and "<th>Reason</th><td>not known (category: not known)" in page
     assert "<img" not in page and "](" not in md
+
+
+def test_the_html_renders_the_markdown_of_every_recommendation() -> None:
+    advice = (*(a.format(node="gpu-node-17") for a in ADVICE.values()), SCRIPT_ADVICE)
+    pm = full_postmortem(recommendations=advice[:MAX_RECOMMENDATIONS], plots=TEXT_ONLY)
+    page = render_html(pm)
+    for raw in ("`", "**", "]("):
+        assert raw not in page, raw
+    assert "<li>Keep gpu-node-17 drained and run the vendor's diagnostics (<code>dcgmi diag -r 3</code>)" in page
+    assert "<code>PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True</code>" in page
+    # the Markdown keeps the same code spans for a Markdown viewer
+    md = _md_html(render_markdown(pm, {}))
+    assert "<code>dcgmi diag -r 3</code>" in md and "<code>nvidia-smi nvlink -e</code>" in md
+
+
+def test_the_markdown_of_a_recommendation_cannot_make_links_images_or_html() -> None:
+    rec = "Run `x <script>` then [click](https://evil.example) ![i](https://evil.example/i.png) <b>bold</b> &amp;"
+    pm = full_postmortem(recommendations=(rec,), plots=TEXT_ONLY)
+    page = render_html(pm)
+    _assert_only_our_markup(page, OUR_TAGS, set(), {LOGS_URL})
+    assert "<li>Run <code>x &lt;script&gt;</code> then [click](https://evil.example)" in page
+    assert "&lt;b&gt;bold&lt;/b&gt; &amp;amp;</li>" in page
+    md = render_markdown(pm, {})
+    _assert_only_our_markup(_md_html(md), MD_TAGS, set(), {LOGS_URL})
+    assert "<code>x &lt;script&gt;</code>" in _md_html(md)
+
+
+def test_what_the_plots_show_is_stated() -> None:
+    pm = full_postmortem(plots=(_series(0, 30),))
+    md, page = render_markdown(pm, {0: "gpu-0.png"}), render_html(pm)
+    plotted = "Plotted: the job's GPUs 0, 1, 2, 3; 4 other GPUs of the node left out (?gpus=all shows them)."
+    window = (
+        "Window: 2025-03-04 10:57:05 UTC to 2025-03-04 11:03:05 UTC (from 5 min before the failure to 30 s after "
+        "the restarted run's first step (attempt 3))."
+    )
+    assert f"{plotted}  \n{window}\n" in md
+    assert f'<p class="scope">{plotted.replace(chr(39), "&#x27;")}<br>{window.replace(chr(39), "&#x27;")}</p>' in page
+    assert "- **The job's GPUs:** 0, 1, 2, 3\n" in md
+
+
+@pytest.mark.parametrize(
+    ("hours", "price", "gpu_time", "cost"),
+    [
+        (11 / 3600, 3.0, "0.0031 GPU-hours (11 GPU-s)", "0.0092 USD"),
+        (0.4 / 3600, 3.0, "0.00011 GPU-hours (0.4 GPU-s)", "0.00033 USD"),
+        (0.5, 3.0, "0.50 GPU-hours (1,800 GPU-s)", "1.50 USD"),
+        (1234.5678, 2.0, "1,234.57 GPU-hours", "2,469.14 USD"),
+        (0.0, 3.0, "0 GPU-hours", "0 USD"),
+    ],
+)
+def test_small_losses_keep_significant_digits(hours: float, price: float, gpu_time: str, cost: str) -> None:
+    lost = replace(full_postmortem().lost, gpu_hours=hours, cost=hours * price)
+    md = render_markdown(full_postmortem(lost=lost, plots=TEXT_ONLY), {})
+    assert f"- **GPU time lost:** {gpu_time}\n" in md and f"- **Cost:** {cost}\n" in md
+    page = render_html(full_postmortem(lost=lost, plots=TEXT_ONLY))
+    assert f"<th>GPU time lost</th><td>{gpu_time}</td>" in page
 
 
 def test_numbers_are_human_readable() -> None:
