@@ -2,10 +2,11 @@
 and what the failure cost.
 
 The snapshot is the node's recent GPU samples from the in-memory ring buffer (the last
-`SNAPSHOT_S` seconds, which Prometheus may not have at full resolution). The cost, written when the
-failure is decided, is the work lost since the last valid checkpoint: wall time from the checkpoint
-(or the run's start, when the checkpoint is older) to the exit, times the job's GPUs; the downtime
-(exit → the restarted run's start) is added when the restart registers.
+`SNAPSHOT_S` seconds, or `report_before_s` if longer, which Prometheus may not have at full
+resolution), extended with those up to the restarted run's first step when it steps (`extend`).
+The cost, written when the failure is decided, is the work lost since the last valid checkpoint:
+wall time from the checkpoint (or the run's start, when the checkpoint is older) to the exit, times
+the job's GPUs; the downtime (exit → the restarted run's start) is added when the restart registers.
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ def take(
     it (`jobs_on_node`), which a silent node's incident names as its lost work, and the node's GPUs the
     job's ranks were attributed to (kept now: a restart elsewhere moves the job's ranks)."""
     gpus: dict[str, list[list[Any]]] = {}
+    keep = max(SNAPSHOT_S, ctx.settings.server.report_before_s)  # the ring holds `ring_size` s at most
     if node is not None:
         for state in ctx.telemetry.gpus(node):
-            recent = [s for s in ctx.telemetry.recent(node, state.info.index) if s.ts >= now - SNAPSHOT_S]
+            recent = [s for s in ctx.telemetry.recent(node, state.info.index) if s.ts >= now - keep]
             gpus[str(state.info.index)] = _rows(recent)
     return {"gpus": gpus, "jobs": jobs_on_node(session, node_id), "job_gpus": job_gpus_on(session, job_id, node_id),
             "at": now}  # fmt: skip
