@@ -48,6 +48,7 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from gpuwatch.config import Settings
+from server.reports.numbers import significant
 from server.store.models import Action, Diagnosis, Incident, Job, JobRollup, Node, Run
 
 UNDIAGNOSED = "undiagnosed"
@@ -466,31 +467,31 @@ def _summary(r: PeriodReport) -> list[tuple[str, str]]:
     return [
         ("Failures", str(t.failures) if t.failures else "no failures"),
         ("Node incidents (no run)", str(t.node_incidents)),
-        ("GPU-hours lost", f"{t.gpu_hours_lost:,.2f}"),
-        ("Cost of lost work", f"{t.cost:,.2f} {t.currency}"),
+        ("GPU-hours lost", significant(t.gpu_hours_lost)),
+        ("Cost of lost work", f"{significant(t.cost)} {t.currency}"),
         ("Restarts", f"{t.restarts} ({t.restarts_succeeded} succeeded)"),
         ("Restart success rate", rate),
         ("ETTR", _ratio(t.ettr)),
-        ("Idle allocated GPU-hours", f"{t.idle_gpu_hours:,.2f}"),
+        ("Idle allocated GPU-hours", significant(t.idle_gpu_hours)),
     ]
 
 
 def _reason_rows(r: PeriodReport) -> list[list[str]]:
     return [
-        [x.reason, x.category, str(x.failures), _pct(x.count_share), f"{x.gpu_hours:,.2f}", _pct(x.gpu_hours_share)]
+        [x.reason, x.category, str(x.failures), _pct(x.count_share), significant(x.gpu_hours), _pct(x.gpu_hours_share)]
         for x in r.by_reason
     ]
 
 
 def _category_rows(r: PeriodReport) -> list[list[str]]:
     return [
-        [x.category, str(x.failures), _pct(x.count_share), f"{x.gpu_hours:,.2f}", _pct(x.gpu_hours_share)]
+        [x.category, str(x.failures), _pct(x.count_share), significant(x.gpu_hours), _pct(x.gpu_hours_share)]
         for x in r.by_category
     ]
 
 
 def _node_rows(r: PeriodReport) -> list[list[str]]:
-    return [[n.node, str(n.failures), f"{n.gpu_hours_lost:,.2f}", _hours(n.mtbf_s)] for n in r.top_nodes]
+    return [[n.node, str(n.failures), significant(n.gpu_hours_lost), _hours(n.mtbf_s)] for n in r.top_nodes]
 
 
 def _job_rows(r: PeriodReport) -> list[list[str]]:

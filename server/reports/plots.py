@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from PIL import Image  # matplotlib's own dependency (it writes PNGs with it)
 
 from server.reports.document import GpuPoint, GpuSeries
+from server.reports.numbers import significant
 
 WIDTH_IN, HEIGHT_IN, DPI = 9.0, 5.0, 100  # 900 x 500 px
 _UTIL, _MEMORY, _POWER, _TEMP = "util %", "FB used MiB", "power W", "temp °C"
@@ -175,7 +176,7 @@ def bar_chart_png(labels: list[str], values: list[float], title: str, unit: str)
     positions = np.arange(len(pairs))
     bars = ax.barh(positions, [v for _, v in pairs], color="tab:blue")
     ax.set_yticks(positions, [lbl for lbl, _ in pairs])
-    ax.bar_label(bars, labels=[f"{v:,.2f}" for _, v in pairs], padding=3, fontsize=7)
+    ax.bar_label(bars, labels=[significant(v) for _, v in pairs], padding=3, fontsize=7)
     ax.margins(x=0.12)
     ax.grid(True, axis="x", linewidth=0.4, alpha=0.5)
     return _png(fig)

@@ -28,6 +28,7 @@ from urllib.parse import quote, urlsplit
 
 from server.reports import markdown
 from server.reports.document import EvidenceLine, GpuSeries, LostWork, PostMortem, TimelineEntry
+from server.reports.numbers import significant
 
 log = logging.getLogger(__name__)
 
@@ -122,15 +123,8 @@ def _duration(seconds: float | None) -> str:
     return sign + text
 
 
-def _significant(value: float, digits: int = 2) -> str:
-    """Two decimals from 1 up (``34.57``); below, ``digits`` significant ones (``0.0031``, never ``0.00``
-    for a loss that is not zero)."""
-    if not math.isfinite(value):
-        return NOT_KNOWN
-    if value == 0 or abs(value) >= 1:
-        return f"{value:,.2f}" if value else "0"
-    decimals = digits - 1 - math.floor(math.log10(abs(value)))
-    return f"{value:.{decimals}f}"
+def _significant(value: float) -> str:
+    return significant(value, missing=NOT_KNOWN)
 
 
 def _gpu_hours(value: float) -> str:

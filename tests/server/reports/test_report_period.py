@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpuwatch.config import Settings
+from server.reports.numbers import significant
 from server.reports.period import (
     CSP,
     NO_FAILURES,
@@ -204,12 +205,13 @@ def test_markdown_and_html_show_the_tables(
 
     assert "| Reason | Category | Failures | % of failures | GPU-hours lost | % of GPU-hours |" in md
     for x in r.by_reason:
-        row = f"| `{x.reason}` | `{x.category}` | {x.failures} | {100 * x.count_share:.1f} % | {x.gpu_hours:,.2f} |"
+        share = f"{100 * x.count_share:.1f} %"
+        row = f"| `{x.reason}` | `{x.category}` | {x.failures} | {share} | {significant(x.gpu_hours)} |"
         assert row in md
         assert f'<tr><td>{x.reason}</td><td>{x.category}</td><td class="n">{x.failures}</td>' in page
     for j in r.jobs:
         assert f"| `{j.job}` | {j.runs} | {j.failures} |" in md
-    assert f"**GPU-hours lost:** {r.totals.gpu_hours_lost:,.2f}" in md
+    assert f"**GPU-hours lost:** {significant(r.totals.gpu_hours_lost)}" in md
     assert f'<tr><th scope="row">Failures</th><td>{r.totals.failures}</td></tr>' in page
     assert "## Top failing nodes" in md and f"`{r.top_nodes[0].node}`" in md
 
