@@ -193,6 +193,12 @@ def _plot(series: GpuSeries, marker: float | None) -> bytes | None:
         return None
 
 
+def gpu_plot(pm: PostMortem, gpu: int) -> bytes | None:
+    """The PNG of one plotted GPU, the failure marked; None when it has no plot (no samples, or it failed)."""
+    series = next((s for s in pm.plots[:MAX_PLOTS] if s.gpu == gpu), None)
+    return None if series is None else _plot(series, _marker(pm))
+
+
 def gpu_plots(pm: PostMortem) -> dict[int, bytes]:
     """One PNG per plotted GPU, keyed by GPU index, the failure marked: the files `render_markdown` links.
     A GPU whose plot failed is left out (and logged); `render_markdown` then says its plot is not available."""

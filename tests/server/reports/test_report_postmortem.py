@@ -211,6 +211,19 @@ def test_cli_writes_the_report_with_plot_files_beside_it(scenario: Scenario, tmp
     plot = tmp_path / f"postmortem-gpu{JOB_GPU}.png"
     assert plot.read_bytes().startswith(b"\x89PNG") and f"](postmortem-gpu{JOB_GPU}.png)" in text
     assert sorted(p.name for p in tmp_path.glob("*.png")) == [plot.name]
+    every = tmp_path / "every" / "postmortem.md"
+    every.parent.mkdir()
+    done = subprocess.run(
+        [*CLI, "report", str(scenario.incident["id"]), "--all-gpus", "--out", str(every),
+         "--data-dir", str(scenario.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "GPUWATCH_DATABASE_URL": ""},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert len(list(every.parent.glob("postmortem-gpu*.png"))) == 8
+    assert f"Plotted: all of the node's GPUs, as asked; the job's: {JOB_GPU}." in every.read_text()
     period = subprocess.run(
         [*CLI, "report", "--since", "1d", "--data-dir", str(scenario.data_dir)],
         capture_output=True,

@@ -23,7 +23,7 @@ from matplotlib.image import imread
 from server.reports.document import EvidenceLine, GpuPoint, GpuSeries, LostWork, PostMortem, TimelineEntry
 from server.reports.plots import bar_chart_png, gpu_plot_png
 from server.reports.postmortem import ADVICE, SCRIPT_ADVICE
-from server.reports.render import CSP, MAX_RECOMMENDATIONS, gpu_plots, render_html, render_markdown
+from server.reports.render import CSP, MAX_RECOMMENDATIONS, gpu_plot, gpu_plots, render_html, render_markdown
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 START = datetime(2025, 3, 4, 10, 0, 0, tzinfo=UTC)
@@ -606,6 +606,8 @@ def test_gpu_plots_gives_one_png_per_gpu_for_the_markdown_files() -> None:
     assert sorted(plots) == [0, 1, 2, 3]
     assert all(_png_size(p) == (900, 500) for p in plots.values())
     assert gpu_plots(node_postmortem()) == {}
+    assert gpu_plot(full_postmortem(), 3) == plots[3]  # one GPU's alone, as the plot endpoint draws it
+    assert gpu_plot(full_postmortem(), 7) is None
 
 
 def test_bar_chart() -> None:
