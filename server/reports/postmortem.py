@@ -80,7 +80,7 @@ def build(session: Session, incident_id: int, settings: Settings, all_gpus: bool
     window, window_text = _window(incident, run, after, settings)
     plots = _plots(session, incident, node, snapshot, window)
     shown = plots if all_gpus or not job_gpus else tuple(p for p in plots if p.gpu in job_gpus)
-    window, window_text, shown = _fit(window, window_text, shown)
+    window, window_text, shown = _fit(window, window_text, shown, _failed_at(incident, run))
     return PostMortem(
         incident_id=incident.id,
         trigger=incident.trigger,
@@ -234,7 +234,7 @@ def _window(
     """The plots' span: `report_before_s` before the failure to `report_after_s` after the restarted
     run's first step (else its start, else the failure), and that in words."""
     before, margin = settings.server.report_before_s, settings.server.report_after_s
-    failed = run.ended_at if run is not None and run.ended_at is not None else incident.opened_at
+    failed = _failed_at(incident, run)
     start = failed - timedelta(seconds=before)
     if after is not None and after.first_step_at is not None:
         anchor, what = after.first_step_at, f"the restarted run's first step (attempt {after.attempt})"
@@ -246,17 +246,23 @@ def _window(
     return (start, end), f"from {_minutes(before)} before the failure to {_minutes(margin)} after {what}"
 
 
+def _failed_at(incident: Incident, run: Run | None) -> datetime:
+    """The failure: the run's exit, else (a hang, a node-level incident) the incident's opening."""
+    return run.ended_at if run is not None and run.ended_at is not None else incident.opened_at
+
+
 def _fit(
-    window: tuple[datetime, datetime], text: str, plots: tuple[GpuSeries, ...]
+    window: tuple[datetime, datetime], text: str, plots: tuple[GpuSeries, ...], failed: datetime
 ) -> tuple[tuple[datetime, datetime], str, tuple[GpuSeries, ...]]:
     """The window cut to the samples there are (an agent started seconds before the failure has no
-    minutes before it; the incident keeps samples only up to the restart's first step): the plots do
-    not show empty minutes, and the text says what was cut."""
+    minutes before it; the incident keeps samples only up to the restart's first step), the failure
+    always in it (a silent node's samples end before it): the plots do not show empty minutes, and the
+    text says what was cut."""
     stamps = [p.ts for series in plots for p in series.points]
     if not stamps:
         return window, text, plots
-    start = max(window[0], datetime.fromtimestamp(min(stamps), UTC))
-    end = min(window[1], datetime.fromtimestamp(max(stamps), UTC))
+    start = min(max(window[0], datetime.fromtimestamp(min(stamps), UTC)), failed)
+    end = max(min(window[1], datetime.fromtimestamp(max(stamps), UTC)), failed)
     if (start, end) == window or start >= end:
         return window, text, plots
     span = (start.timestamp(), end.timestamp())

@@ -173,12 +173,13 @@ def test_a_node_level_incident_says_the_decisions_rule(sessions: Session) -> Non
     with transaction(sessions) as session:
         node = _node_with_gpus(session)
         session.flush()
+        silent = {str(g): [r for r in _samples(g) if r[0] <= FAILED.timestamp() - 90] for g in range(8)}
         incident = Incident(
             node_id=node.id,
             trigger="node_silent",
             state="done",
             opened_at=FAILED,
-            snapshot={"gpus": {str(g): _samples(g) for g in range(8)}, "jobs": []},
+            snapshot={"gpus": silent, "jobs": []},
         )
         session.add(incident)
         session.flush()
@@ -214,6 +215,9 @@ def test_a_node_level_incident_says_the_decisions_rule(sessions: Session) -> Non
         "excluded for 60 min; the runs there are decided in their own incidents"
     )
     assert len(pm.plots) == 8 and pm.plotted.startswith("all of the node's GPUs (a node-level incident")
+    # its samples end 90 s before it opened (the node fell silent): the window still reaches the opening
+    assert pm.window == (FAILED - timedelta(minutes=5), FAILED)
+    assert pm.window_text.endswith("after the failure (not restarted), cut to the samples recorded")
     md = render_markdown(pm, {})
     assert "**Why this action:** rule taxonomy\\_default: the reason node\\_failure" in md
     assert "not known" not in md.split("**Why this action:**")[1].split("\n")[0]
