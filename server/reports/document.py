@@ -42,6 +42,7 @@ class GpuSeries:
     xids: tuple[tuple[float, int], ...] = ()  # (unix seconds, Xid code)
     window: tuple[float, float] | None = None  # the plotted time span (unix seconds); None: the samples'
     memory_total_mib: float | None = None  # the framebuffer's size: the memory axis's top
+    marks: tuple[tuple[float, str], ...] = ()  # (unix seconds, what): the restart and its first step
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,7 +95,8 @@ def gpu_figure(series: GpuSeries, marker_at: float | None = None) -> Figure:
     Time is in seconds (minutes for spans over 30 min) relative to ``marker_at`` (the failure, unix
     seconds) when given, else relative to the first sample; the x axis spans the series's window when
     it has one. The y axes start from fixed floors (`y_range`). Xid events are dashed red lines labelled
-    with their code; the failure is a solid black line. Missing values leave gaps.
+    with their code; the failure is a solid black line; the series's marks (the restart, its first step)
+    are dotted green lines. Missing values leave gaps.
     """
     points = [p for p in series.points if math.isfinite(_finite(p.ts))]
     points.sort(key=lambda p: p.ts)
@@ -153,6 +154,23 @@ def gpu_figure(series: GpuSeries, marker_at: float | None = None) -> Figure:
         top.text(
             0.0, 0.98, "failure", transform=top.get_xaxis_transform(), rotation=90, ha="left", va="top", fontsize=7
         )
+    for ts, what in series.marks:  # the recovery: the restarted run's start and first step
+        if not math.isfinite(_finite(ts)):
+            continue
+        for ax in axes:
+            ax.axvline((ts - origin) / scale, color="tab:green", linestyle=":", linewidth=1.2)
+        top.annotate(
+            _plain(what, 30),
+            xy=((ts - origin) / scale, 0.03),
+            xycoords=top.get_xaxis_transform(),
+            xytext=(2, 0),
+            textcoords="offset points",
+            rotation=90,
+            ha="left",
+            va="bottom",
+            fontsize=7,
+            color="tab:green",
+        )  # fmt: skip: right of its line, clear of it
     axes[-1].set_xlabel(f"{label} ({unit})", fontsize=8)
     return fig
 

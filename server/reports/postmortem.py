@@ -78,7 +78,7 @@ def build(session: Session, incident_id: int, settings: Settings, all_gpus: bool
     public = settings.server.public_url or f"http://{settings.server.host}:{settings.server.port}"
     job_gpus = _job_gpus(session, incident, node, snapshot)
     window, window_text = _window(incident, run, after, settings)
-    plots = _plots(session, incident, node, snapshot, window)
+    plots = tuple(replace(p, marks=_marks(after)) for p in _plots(session, incident, node, snapshot, window))
     shown = plots if all_gpus or not job_gpus else tuple(p for p in plots if p.gpu in job_gpus)
     window, window_text, shown = _fit(window, window_text, shown, _failed_at(incident, run))
     return PostMortem(
@@ -249,6 +249,16 @@ def _window(
 def _failed_at(incident: Incident, run: Run | None) -> datetime:
     """The failure: the run's exit, else (a hang, a node-level incident) the incident's opening."""
     return run.ended_at if run is not None and run.ended_at is not None else incident.opened_at
+
+
+def _marks(after: Run | None) -> tuple[tuple[float, str], ...]:
+    """What the plots mark of the recovery: the restarted run's start and its first step."""
+    if after is None:
+        return ()
+    marks = [(after.started_at.timestamp(), f"restart (attempt {after.attempt})")]
+    if after.first_step_at is not None:
+        marks.append((after.first_step_at.timestamp(), "first step"))
+    return tuple(marks)
 
 
 def _fit(

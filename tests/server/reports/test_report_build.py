@@ -132,6 +132,7 @@ def test_the_report_plots_only_the_jobs_gpu_over_the_stated_window(sessions: Ses
     stamps = [p.ts for p in series.points]
     assert min(stamps) == start.timestamp() and max(stamps) == FAILED.timestamp() + 100  # the snapshot ends at +120
     assert series.window == (start.timestamp(), end.timestamp()) and series.memory_total_mib == MEMORY_MIB
+    assert series.marks == ((RESTARTED.timestamp(), "restart (attempt 2)"), (FIRST_STEP.timestamp(), "first step"))
     assert "7 other GPUs of the node left out (?gpus=all shows them)" in pm.plotted
 
     md, page = render_markdown(pm, {JOB_GPU: "gpu-5.png"}), render_html(pm)
@@ -148,6 +149,8 @@ def test_the_report_plots_only_the_jobs_gpu_over_the_stated_window(sessions: Ses
     assert power.get_ylim()[0] == 0.0
     low, high = temp.get_ylim()
     assert low == 20.0 and high - low >= 60.0
+    labels = [t.get_text() for t in util.texts]
+    assert "failure" in labels and "restart (attempt 2)" in labels and "first step" in labels
 
     with sessions() as session:
         every = build(session, incident_id, Settings(), all_gpus=True)
