@@ -43,6 +43,8 @@ _FRAME = re.compile(
     r"|^(?P<ipython>/\S+\.py) in [\w<>]+\("
     r"|^│\s*(?P<rich>~?/?[\w.~/-]+\.py):\d+"
 )
+# Python's header, and Sacred's for the traceback it shortens ("most recent calls WITHOUT Sacred internals").
+_TRACEBACK = re.compile(r"Traceback \(most recent calls? (?:last|WITHOUT Sacred internals)\)")
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s?(?P<msg>.*))?$")
 _FRAMEWORK_PATH = re.compile(r"site-packages|dist-packages|/torch/|/deepspeed/|/megatron/|/transformers/|/apex/")
 # A frame of a framework's checkpoint loading (Lightning's load_from_checkpoint and checkpoint connector,
@@ -52,6 +54,9 @@ _CHECKPOINT_FRAME = re.compile(
     r"\bin _?(?:load_from_checkpoint|load_model_state|load_state_dict|load_checkpoint|restore_training_state"
     r"|restore_model|restore_optimizers_and_schedulers|resume_from_checkpoint)\b|checkpoint_connector\.py"
 )
+# A framework's attribute-lookup hook (torch's Module.__getattr__): an AttributeError it raises answers the
+# caller's lookup (`model.module` on a model DDP never wrapped), so the frame before it decides.
+_LOOKUP_FRAME = re.compile(r", in __getattr(?:ibute)?__\s*$")
 _CHECKPOINT_EXCEPTIONS = frozenset({"KeyError", "RuntimeError", "ValueError", "EOFError"})
 _ISO_TS = re.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d+))?")
 _ROOT_CAUSE_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
@@ -210,28 +215,33 @@ class _Scanner:
                 self._line(j, lines[j], inner, self.root_rank, total)  # its inline traceback, if any
                 j += 1
             return j + 1
-        if "Traceback (most recent call last)" not in text:
+        header = _TRACEBACK.search(text)
+        if header is None:
             self._line(i, raw, text, prefix_rank, total)
             return i + 1
         # Python's "Exception ignored in: ..." tracebacks (a destructor failing during shutdown) are noise.
         ignored = i > 0 and normalize(lines[i - 1])[0].startswith("Exception ignored in")
         # IPython's header names the exception before the word Traceback ("RayTaskError(PermissionError)
         # Traceback (most recent call last)"), and its final line may never come: read the header too.
-        if head := text.split("Traceback (most recent call last)", 1)[0].strip():
+        if head := text[: header.start()].strip():
             self._line(i, raw, head, prefix_rank, total)
         last_frame: str | None = None
+        caller: str | None = None  # the frame before the last one
+        lookup = False  # the last frame is a framework's attribute-lookup hook
         loading = False  # a frame of checkpoint loading was passed
         for j in range(i + 1, min(len(lines), i + _MAX_TRACEBACK)):
             text, rank = normalize(lines[j])
             frame = _FRAME.match(text)
             if frame:
-                last_frame = frame.group("path") or frame.group("ipython") or frame.group("rich")
+                caller, last_frame = last_frame, frame.group("path") or frame.group("ipython") or frame.group("rich")
+                lookup = _LOOKUP_FRAME.search(text) is not None
                 loading = loading or _CHECKPOINT_FRAME.search(text) is not None
                 continue
             exc = _EXCEPTION.match(text)
             if exc:
                 if not ignored:
-                    self._exception(j, lines[j], text, rank, exc, last_frame, total, loading)
+                    frame_of = caller if lookup and exc.group("type").endswith("AttributeError") else last_frame
+                    self._exception(j, lines[j], text, rank, exc, frame_of, total, loading)
                 return j + 1
             if self.rules.prefilter(lines[j]):
                 self._line(j, lines[j], text, rank, total)

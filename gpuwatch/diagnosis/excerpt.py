@@ -50,7 +50,7 @@ _ERROR_WORDS = (
 )  # fmt: skip
 _SHORT_WORDS = re.compile(r"\b(?:xid|oom|ecc|nan|inf)\b")
 _LONG_WORDS = tuple(w for w in _ERROR_WORDS if w not in ("xid", "oom", "ecc", "nan", "inf"))
-_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+_TRACEBACK = re.compile(r"Traceback \(most recent calls? (?:last|WITHOUT Sacred internals)\)")
 # Launcher prefixes ([rank3]:, [default3]:, [1,3]<stderr>:, "3: ") stripped to see a traceback's indentation.
 _LAUNCHER_PREFIX = re.compile(r"^(?:\[[^\]]*\](?:<std(?:out|err)>)?:\s?|\d{1,5}: )+")
 _TRACEBACK_BODY = re.compile(r"^(?:\s|Traceback|During handling|The above exception|$)")

@@ -1166,3 +1166,88 @@ def test_a_cuda_fault_after_the_network_failed_is_its_consequence_not_the_other_
     errors that follow it (the peers of a crashed rank lose their connections)."""
     assert _reason(_IB_PROXY + _CUDA_AFTER) == "network_error"
     assert _reason(_CUDA_AFTER + _IB_PROXY) == "cuda_error"
+
+
+def test_a_communicator_aborted_for_a_watchdog_timeout_is_the_timeout() -> None:
+    """NVIDIA/nccl#1438 (case 475): the timeout reaches SyncBatchNorm's backward as 'NCCL communicator was
+    aborted ... Original reason for failure was: ... Watchdog caught collective operation timeout', and the
+    launcher reports exitcode -6 (the abort). An abort for another reason stays an NCCL error."""
+    text = """
+RuntimeError: NCCL communicator was aborted on rank 0.  Original reason for failure was: [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=35582, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800366 milliseconds before timing out.
+WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 886321 closing signal SIGTERM
+ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -6) local_rank: 1 (pid: 886322) of binary: /home/user/.conda/envs/allspark/bin/python
+"""
+    assert _reason(text) == "nccl_timeout"
+    assert _reason("RuntimeError: NCCL communicator was aborted on rank 2.") == "nccl_error"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # FlagAI-Open/FlagAI#553 (case 490): bash in a zh_CN locale, with a full-width colon
+        ("bmtrain_mgpu.sh: 行 84: torchrun\uff1a未找到命令", "file_not_found"),
+        # glibc's zh_CN strerror for ENOENT and EACCES, as bash prints them
+        ("run.sh: 行 12: ./data/prepare.sh: 没有那个文件或目录", "file_not_found"),
+        ("run.sh: 行 7: ./scripts/launch.sh: 权限不够", "permission_error"),
+    ],
+)
+def test_shell_errors_in_a_chinese_locale(text: str, reason: str) -> None:
+    assert _reason(text) == reason
+
+
+def test_sacreds_shortened_traceback_is_a_traceback() -> None:
+    """mboudiaf/TIM#4 (case 493): Sacred drops its own frames and says so in the header."""
+    text = """
+ERROR - FSL training - Failed after 0:04:19!
+Traceback (most recent calls WITHOUT Sacred internals):
+  File "/home/user/code/TIM-master/src/main.py", line 118, in main
+    if (epoch) % trainer.meta_val_interval == 0:
+AttributeError: 'Trainer' object has no attribute 'meta_val_interval'
+"""
+    assert _reason(text) == "script_error"
+
+
+_GETATTR = """
+Traceback (most recent call last):
+  File "/home/user/PixArt-sigma/train_scripts/train.py", line 196, in train
+    f"epoch_eta:{eta_epoch}, s:({model.module.h}, {model.module.w}), "
+  File "/home/user/.local/lib/python3.9/site-packages/torch/nn/modules/module.py", line 1688, in __getattr__
+    raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+AttributeError: 'PixArtMS' object has no attribute 'module'
+"""
+
+
+def test_an_attributeerror_from_torchs_attribute_lookup_is_the_callers() -> None:
+    """PixArt-alpha/PixArt-sigma#36 (case 494): `model.module` without DDP; torch's Module.__getattr__
+    raises on the script's behalf, so the frame before it decides. The same error from a framework frame
+    that is not a lookup hook stays the framework's."""
+    assert _reason(_GETATTR) == "script_error"
+    from_framework = _GETATTR.replace(
+        "/home/user/PixArt-sigma/train_scripts/train.py", "/usr/lib/python3.9/site-packages/diffusers/pipeline.py"
+    )
+    assert _reason(from_framework) == "framework_error"
+
+
+def test_autograds_inplace_check_is_torchs_whatever_frames_a_notebook_shows() -> None:
+    """JDAI-CV/LIO#9 (case 498): IPython shows only the cell's `loss.backward()`; the message says
+    autograd raised it."""
+    text = """
+RuntimeError                              Traceback (most recent call last)
+<ipython-input-7-3b1f0a2c9d41> in <module>
+---> 22         loss.backward()
+
+RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation: [torch.cuda.FloatTensor [10, 49]], which is output 0 of SubBackward0, is at version 1; expected version 0 instead. Hint: enable anomaly detection to find the operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True).
+"""
+    assert _reason(text, "notebook.log") == "framework_error"
+
+
+def test_nccls_own_connect_failure_by_strerror_is_the_network() -> None:
+    """pytorch/pytorch#38702 (case 506): NCCL's bootstrap cannot reach a peer ('Connect to ... failed :
+    Connection refused'); the 'unhandled system error' that follows is its consequence."""
+    text = """
+tj1-asr-train-v100-13:941227:943077 [0] NCCL INFO Call to connect returned Connection refused, retrying
+tj1-asr-train-v100-13:941227:943077 [0] include/socket.h:390 NCCL WARN Connect to 10.38.10.112<21724> failed : Connection refused
+tj1-asr-train-v100-13:941227:943077 [0] NCCL INFO bootstrap.cc:95 -> 2
+RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:410, unhandled system error, NCCL version 2.4.8
+"""
+    assert _reason(text) == "network_error"
