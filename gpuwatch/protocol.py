@@ -540,10 +540,15 @@ class RunExit(_Model):
     @model_validator(mode="before")
     @classmethod
     def _flat_local(cls, data: Any) -> Any:
-        """An outbox written before `local` existed has ``diagnosis``, ``decision``, ``restarted`` flat."""
+        """An outbox written before `local` existed has ``diagnosis``, ``decision``, ``restarted`` flat;
+        those must be objects (anything else is refused, not read as one)."""
         if isinstance(data, dict) and "local" not in data and (data.get("decision") or data.get("diagnosis")):
+            decision = data.get("decision") or {}
+            for name, value in (("decision", decision), ("diagnosis", data.get("diagnosis") or {})):
+                if not isinstance(value, dict):
+                    raise ValueError(f"a flat {name} must be an object, not {type(value).__name__}")
             data = dict(data)
-            decision = data.pop("decision", None) or {}
+            data.pop("decision", None)
             local = {"diagnosis": data.pop("diagnosis", None) or {}, "decision": decision}
             if isinstance(decision.get("at"), int | float):  # it was written as it was decided
                 local["decided_at"] = decision["at"]

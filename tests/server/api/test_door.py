@@ -374,3 +374,13 @@ def test_an_exclusion_expired_as_soon_as_made_is_refused(door: Door) -> None:
     resp = door.admin.post("/api/v1/exclusions", json={"node": NODE_A, "ttl_s": 5e-324})
     _refused(resp, "ttl_s")
     assert door.admin.post("/api/v1/exclusions", json={"node": NODE_A, "ttl_s": 60}).status_code == 201
+
+
+@pytest.mark.parametrize("decision", [1, "restart", [1, 2], True])
+def test_a_run_exits_flat_decision_that_is_not_an_object_is_a_422(door: Door, decision: Any) -> None:
+    """The reading of an old outbox's flat ``decision`` took any value for an object: ``"decision": 1`` was a
+    500 (found by the fuzz test)."""
+    run = door.a.post("/api/v1/runs", json={"job": "j", "node": "node-a"}).json()["id"]
+    resp = door.a.post(f"/api/v1/runs/{run}/exit", json={"exit_code": 0, "decision": decision})
+    assert resp.status_code == 422 and "flat decision must be an object" in resp.text, resp.text
+    assert door.a.get(f"/api/v1/runs/{run}").json()["state"] == "running"
