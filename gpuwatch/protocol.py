@@ -291,9 +291,16 @@ class JobProcess(_Model):
 
 
 class CollectiveStat(_Model):
+    """One op's collectives in a step. ``seconds`` is device time where ``gpu_seconds`` is set (CUDA
+    events), else host time. Bandwidths follow nccl-tests: algbw = bytes / time, busbw = bus_bytes / time."""
+
     count: int = Field(ge=0)
     seconds: float = Field(ge=0)
     bytes: int = Field(default=0, ge=0)
+    gpu_seconds: float | None = Field(default=None, ge=0, description="time on the GPU, from CUDA events")
+    bus_bytes: float | None = Field(
+        default=None, ge=0, description="sum of bytes x nccl-tests' bus factor for the group's size"
+    )
 
 
 class StepReport(_Model):
@@ -305,6 +312,9 @@ class StepReport(_Model):
     ts: float = Field(gt=0, description="unix time the step ended")
     duration_s: float = Field(ge=0, description="wall time of the step")
     comm_s: float = Field(default=0.0, ge=0, description="time inside collectives during the step")
+    exposed_s: float | None = Field(
+        default=None, ge=0, description="time the step waited for collectives (not overlapped by compute)"
+    )
     tokens: float | None = Field(default=None, ge=0)
     samples: float | None = Field(default=None, ge=0)
     collectives: dict[str, CollectiveStat] = Field(default_factory=dict, description="by op: all_reduce, …")

@@ -34,7 +34,9 @@ network — a background thread ships the steps every 0.5 s, and when the agent 
 it cannot deliver instead of growing.
 
 A step's communication time is the sum of the collectives recorded, by any thread, between its start
-and its end. Steps do not nest.
+and its end; its *exposed* communication is the time it waited for them (a :class:`collective`
+block's whole time; see :mod:`gpuwatch.client.timing` for what the torch integration measures).
+Steps do not nest.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from gpuwatch.client.checkpoint import (
     resume_path,
 )
 from gpuwatch.client.reporter import Reporter
+from gpuwatch.client.timing import HOST, Collective
 
 if TYPE_CHECKING:
     from gpuwatch.client.async_checkpoint import AsyncCheckpointer, CheckpointError
@@ -128,23 +131,26 @@ def step(tokens: Any = None, samples: Any = None, n: int | None = None) -> _Step
 class collective:
     """Time a collective: ``with collective("all_reduce", nbytes=t.nbytes): dist.all_reduce(t)``.
 
-    The time counts towards the step it runs in; an exception still records it and propagates.
+    The time counts towards the step it runs in, as time the step waited (exposed); an exception
+    still records it and propagates.
     """
 
-    __slots__ = ("_t0", "nbytes", "op")
+    __slots__ = ("_timed", "nbytes", "op")
 
     def __init__(self, op: str, nbytes: int = 0) -> None:
         self.op = op
         self.nbytes = nbytes
 
     def __enter__(self) -> collective:
-        self._t0 = perf_counter()
+        self._timed = Collective(self.op, self.nbytes, None, HOST)
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        _reporter.record_collective(self.op, perf_counter() - self._t0, self.nbytes)
+        self._timed.nbytes = self.nbytes
+        self._timed.finish()
+        _reporter.record(self._timed)
 
 
 def record_collective(op: str, seconds: float, nbytes: int = 0) -> None:

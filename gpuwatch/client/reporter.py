@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from gpuwatch.client import timing
 from gpuwatch.client.identity import identity_from_env
 from gpuwatch.client.lazy_log import log
 
@@ -57,10 +58,11 @@ MAX_PENDING_CHECKPOINTS = 1_000
 
 Sender = Callable[[str, bytes], None]
 
+_Record = timing.Collective | timing.Plain
 # (step, ts, duration_s, tokens, samples, collectives recorded during the step or None)
-_RawStep = tuple[int, float, float, Any, Any, list[tuple[str, float, int]] | None]
-# (step, ts, duration_s, tokens, samples, comm_s, {op: [count, seconds, bytes]})
-_Step = tuple[int, float, float, float | None, float | None, float, dict[str, list[Any]]]
+_RawStep = tuple[int, float, float, Any, Any, list[_Record] | None]
+# (step, ts, duration_s, tokens, samples, comm_s, {op: [count, seconds, bytes, gpu_s, bus_bytes]}, exposed_s)
+_Step = tuple[int, float, float, float | None, float | None, float, timing.OpStats, float]
 
 
 class HttpSender:
@@ -116,21 +118,12 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) and number >= 0 else None
 
 
-def _aggregate(collectives: list[tuple[str, float, int]]) -> tuple[float, dict[str, list[Any]]]:
-    """Total seconds, and [count, seconds, bytes] per op, of one step's collectives."""
-    comm_s = 0.0
-    ops: dict[str, list[Any]] = {}
-    for op, seconds, nbytes in list(collectives):  # a copy: a late append may still land
-        seconds, nbytes = float(seconds), int(nbytes)
-        stat = ops.get(op)
-        if stat is None:
-            ops[op] = [1, seconds, nbytes]
-        else:
-            stat[0] += 1
-            stat[1] += seconds
-            stat[2] += nbytes
-        comm_s += seconds
-    return comm_s, ops
+def _ready(collectives: list[_Record]) -> bool:
+    """Whether a step's timings can be read now (a broken record is read now, and then dropped)."""
+    try:
+        return timing.ready(collectives)
+    except Exception:
+        return True
 
 
 class Reporter:
@@ -169,14 +162,16 @@ class Reporter:
         """Fresh buffers and no thread: also what a forked child (a DataLoader worker) starts with."""
         # Written by the training thread(s):
         self._buf: deque[_RawStep] = deque(maxlen=self.maxlen)
-        self._pending: list[tuple[str, float, int]] = []
+        self._pending: list[_Record] = []
         self._next_step = 0
         self._overflow = 0
         self._started = False
         # Written by any thread (AsyncCheckpointer's), drained by the background thread:
         self._checkpoints: deque[CheckpointReport] = deque(maxlen=MAX_PENDING_CHECKPOINTS)
         self._checkpoints_dropped = 0
-        # Owned by the background thread (under _io_lock):
+        # Owned by the background thread (under _io_lock): steps whose GPU timings are not in yet
+        # (with when they were first seen), and steps ready to send.
+        self._resolving: deque[tuple[_RawStep, float]] = deque()
         self._staged: list[_Step] = []
         self._sent = 0
         self._dropped = 0
@@ -224,6 +219,13 @@ class Reporter:
         pending = self._pending
         if len(pending) < MAX_PENDING_COLLECTIVES:
             pending.append((op, seconds, nbytes))
+
+    def record(self, collective: timing.Collective) -> None:
+        """Note a collective by its marks, when it starts: it counts towards the step it starts in,
+        and its times are read once its marks are done (any thread; never blocks)."""
+        pending = self._pending
+        if len(pending) < MAX_PENDING_COLLECTIVES:
+            pending.append(collective)
 
     def record_checkpoint(self, report: CheckpointReport) -> None:
         """Queue one checkpoint save for the agent, sent with the next steps; never raises, never blocks.
@@ -315,7 +317,7 @@ class Reporter:
     def _tick(self, final: bool, deadline: float | None = None) -> None:
         try:
             with self._io_lock:
-                self._collect()
+                self._collect(deadline)
                 self._ship(final, deadline)
         except Exception:
             log.debug("gpuwatch: reporter tick failed", exc_info=True)
@@ -326,13 +328,13 @@ class Reporter:
         if not self._io_lock.acquire(timeout=timeout_s):
             return False
         try:
-            self._collect()
+            self._collect(deadline)
             self._ship(final=True, deadline=deadline)
         except Exception:
             log.debug("gpuwatch: flush failed", exc_info=True)
         finally:
             self._io_lock.release()
-        return not self._buf and not self._staged and not self._checkpoints
+        return not self._buf and not self._resolving and not self._staged and not self._checkpoints
 
     def close(self, timeout_s: float = EXIT_DEADLINE_S) -> None:
         """Stop the thread after a last flush bounded by ``timeout_s`` (also run at interpreter exit)."""
@@ -343,21 +345,41 @@ class Reporter:
         self._thread = None
         atexit.unregister(self.close)
 
-    def _collect(self) -> None:
+    def _collect(self, deadline: float | None = None) -> None:
         """Move steps from the training thread's deque into our own list, aggregated and bounded.
 
         Runs every tick, also while backing off, so a long outage holds one small tuple per step
-        rather than every collective of every step."""
-        buf, staged = self._buf, self._staged
+        rather than every collective of every step. A step waits (in order) until the GPU has got
+        past every mark of its collectives (``Event.query()``, never a synchronize), or for
+        ``timing.RESOLVE_TIMEOUT_S``, after which its unfinished GPU timings are host timings. With a
+        ``deadline`` (a flush, the exit) it polls until then instead of leaving steps for the next tick."""
+        buf, resolving, staged = self._buf, self._resolving, self._staged
+        now = time.monotonic()
         while buf:
-            n, ts, duration_s, tokens, samples, collectives = buf.popleft()
+            resolving.append((buf.popleft(), now))
+        while resolving:
+            raw, seen = resolving[0]
+            collectives = raw[5]
+            give_up = now - seen > timing.RESOLVE_TIMEOUT_S or len(resolving) > self.maxlen
+            if collectives and not give_up and not _ready(collectives):
+                if deadline is None:
+                    break
+                if time.monotonic() < deadline:
+                    time.sleep(0.001)  # the reporter's thread or the exit, never the training thread
+                    continue
+                give_up = True
+            resolving.popleft()
+            n, ts, duration_s, tokens, samples, _ = raw
             try:
-                comm_s, ops = _aggregate(collectives) if collectives else (0.0, {})
+                comm_s, ops, exposed_s = (
+                    timing.resolve(list(collectives), give_up=give_up) if collectives else (0.0, {}, 0.0)
+                )
             except Exception:  # a caller passed something that is not a duration
                 self._dropped += 1
-                log.debug("gpuwatch: step %r dropped: bad collective timings", n, exc_info=True)
+                log.debug("gpuwatch: step %r dropped: bad collective timings", raw[0], exc_info=True)
                 continue
-            staged.append((n, ts, duration_s, _number(tokens), _number(samples), comm_s, ops))
+            exposed_s = min(exposed_s, duration_s)
+            staged.append((n, ts, duration_s, _number(tokens), _number(samples), comm_s, ops, exposed_s))
         excess = len(staged) - self.maxlen
         if excess > 0:
             del staged[:excess]
@@ -408,7 +430,7 @@ class Reporter:
         job, rank = process.job, process.rank or 0
         steps: list[StepReport] = []
         invalid = 0
-        for n, ts, duration_s, tokens, samples, comm_s, ops in batch:
+        for n, ts, duration_s, tokens, samples, comm_s, ops, exposed_s in batch:
             try:
                 steps.append(
                     StepReport(
@@ -418,9 +440,13 @@ class Reporter:
                         ts=ts,
                         duration_s=duration_s,
                         comm_s=comm_s,
+                        exposed_s=exposed_s,
                         tokens=tokens,
                         samples=samples,
-                        collectives={op: CollectiveStat(count=c, seconds=s, bytes=b) for op, (c, s, b) in ops.items()},
+                        collectives={
+                            op: CollectiveStat(count=c, seconds=s, bytes=b, gpu_seconds=g, bus_bytes=bus)
+                            for op, (c, s, b, g, bus) in ops.items()
+                        },
                     )
                 )
             except Exception:
@@ -444,5 +470,5 @@ class Reporter:
         return {
             "sent": self._sent,
             "dropped": self._dropped + self._overflow,
-            "buffered": len(self._buf) + len(self._staged),
+            "buffered": len(self._buf) + len(self._resolving) + len(self._staged),
         }

@@ -8,24 +8,29 @@ Only for users who have torch: ``gpuwatch.client`` itself never imports it.
 What is timed, and how:
 
 - ``all_reduce``, ``all_gather``, ``all_gather_into_tensor``, ``reduce_scatter``,
-  ``reduce_scatter_tensor``, ``broadcast``, ``all_to_all``, ``all_to_all_single`` and ``barrier`` are
-  replaced in both ``torch.distributed`` and ``torch.distributed.distributed_c10d``. A blocking call
-  is timed from call to return; with ``async_op=True`` the returned Work is wrapped so that
-  ``wait()`` records the time from the call to the end of the wait (or, for code that uses
-  ``get_future()``, to the future's completion). Bytes are those of the larger
-  side, as nccl-tests counts them: the tensor of all_reduce / broadcast, the gathered output of
-  all_gather, the scattered input of reduce_scatter and all_to_all.
+  ``reduce_scatter_tensor``, ``broadcast``, ``reduce``, ``all_to_all``, ``all_to_all_single`` and
+  ``barrier`` are replaced in both ``torch.distributed`` and ``torch.distributed.distributed_c10d``.
+  A blocking call is timed from call to return; with ``async_op=True``, from the call to the
+  completion of the Work's future, and the returned Work is wrapped so that the time its
+  ``wait()`` blocks is known. Bytes are those of the larger side, as nccl-tests counts them: the
+  tensor of all_reduce / broadcast / reduce, the gathered output of all_gather, the scattered input
+  of reduce_scatter and all_to_all.
 - Every DDP model gets a communication hook that runs the default all-reduce (or the hook the user
   registers later, which replaces it instead of failing with "already registered") and records the
   time from the hook's call to its future's completion as ``ddp_allreduce``. That time overlaps
-  the backward pass: it is time spent communicating, not time the step waited for it.
+  the backward pass: the step waits only from the last bucket's readiness to its completion.
 
 Names bound before ``instrument()`` (``from torch.distributed import all_reduce``) keep the
 original, so call it early. A collective that runs inside another timed one (the all-reduce inside
 a DDP hook, say) is not counted twice.
 
-Host clocks measure what the host sees: exact for gloo (CPU), but NCCL calls return once the
-kernels are queued, so on GPUs these times are launch and wait times, not transfer times.
+Clocks (:mod:`gpuwatch.client.timing`): a collective on CPU tensors (gloo) is timed with the host
+clock, which is exact there. One on CUDA tensors (NCCL, or any CUDA backend) returns once its
+kernels are queued, so it is timed with CUDA events (``enable_timing``) recorded on the tensor's
+device's current stream: before the call (the collective's stream waits for that stream), after a
+blocking call (which makes that stream wait for the collective), in the Work's future callback
+(which runs on a stream synchronized with the collective) and around ``wait()``. The reporter's
+thread reads them with ``Event.query()`` once done; nothing synchronizes the device.
 """
 
 from __future__ import annotations
@@ -36,13 +41,13 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable
-from time import perf_counter
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from gpuwatch import client as _client
+from gpuwatch.client.timing import ASYNC, BLOCKING, DDP, HOST, Collective, EventSource, bus_factor
 
 log = logging.getLogger("gpuwatch.client")
 
@@ -54,6 +59,7 @@ COLLECTIVES: dict[str, str | None] = {
     "reduce_scatter": "input_list",
     "reduce_scatter_tensor": "input",
     "broadcast": "tensor",
+    "reduce": "tensor",
     "all_to_all": "input_tensor_list",
     "all_to_all_single": "input",
     "barrier": None,
@@ -77,40 +83,92 @@ def _nbytes(value: Any) -> int:
     return 0
 
 
+class CudaEvents:
+    """Marks as CUDA events recorded on one device's current stream; read without synchronizing."""
+
+    __slots__ = ("device",)
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def mark(self) -> torch.cuda.Event:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(torch.cuda.current_stream(self.device))
+        return event
+
+    def ready(self, mark: torch.cuda.Event) -> bool:
+        return mark.query()
+
+    def seconds(self, start: torch.cuda.Event, end: torch.cuda.Event) -> float:
+        return start.elapsed_time(end) / 1e3
+
+
+_cuda_sources: dict[torch.device, CudaEvents] = {}
+
+
+def event_source(value: Any) -> EventSource:
+    """CUDA events for a collective on CUDA tensors (whatever the backend), the host clock otherwise."""
+    t = value[0] if isinstance(value, list | tuple) and value else value
+    if isinstance(t, torch.Tensor) and t.is_cuda:
+        source = _cuda_sources.get(t.device)
+        if source is None:
+            source = _cuda_sources[t.device] = CudaEvents(t.device)
+        return source
+    return HOST
+
+
+def _group_size(group: Any) -> int | None:
+    try:
+        return dist.get_world_size(group) if group is not None else dist.get_world_size()
+    except Exception:
+        return None
+
+
+def _factor(op: str, group: Any) -> float | None:
+    n = _group_size(group)
+    return bus_factor(op, n) if n else None
+
+
 class _TimedWork:
-    """A Work that records its collective when ``wait()`` returns, or when the future from
-    ``get_future()`` completes, whichever comes first; everything else goes to the real Work."""
+    """A Work whose ``wait()`` marks when the caller began and stopped waiting (the exposed part of
+    an async collective); everything else goes to the real Work."""
 
-    __slots__ = ("_nbytes", "_op", "_recorded", "_t0", "_work")
+    __slots__ = ("_collective", "_work")
 
-    def __init__(self, work: Any, op: str, t0: float, nbytes: int) -> None:
-        self._work, self._op, self._t0, self._nbytes, self._recorded = work, op, t0, nbytes, False
-
-    def _record(self) -> None:
-        if not self._recorded:
-            self._recorded = True
-            _client.record_collective(self._op, perf_counter() - self._t0, self._nbytes)
+    def __init__(self, work: Any, collective: Collective) -> None:
+        self._work, self._collective = work, collective
 
     def wait(self, *args: Any, **kwargs: Any) -> Any:
+        c = self._collective
+        first = c.wait_from is None
+        if first:
+            c.begin_wait()
         try:
             return self._work.wait(*args, **kwargs)
         finally:
-            self._record()
-
-    def get_future(self) -> Any:
-        # A chained future, not a done-callback: whoever waits on it then waits for the record too,
-        # so the collective lands in the step it ran in.
-        def recorded(fut: Any) -> Any:
-            self._record()
-            return fut.value()
-
-        return self._work.get_future().then(recorded)
+            if c.end is None:  # no future callback (a backend without futures)
+                c.finish()
+            if first:
+                c.end_wait()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._work, name)
 
     def __repr__(self) -> str:
-        return f"<gpuwatch timed {self._op} {self._work!r}>"
+        return f"<gpuwatch timed {self._collective.op} {self._work!r}>"
+
+
+def _on_completion(work: Any, collective: Collective) -> None:
+    """Mark the collective's end when its Work's future completes (on CUDA: a callback on a stream
+    that waits for the collective); a backend without futures is marked at ``wait()`` instead."""
+
+    def finish(_: Any) -> None:
+        collective.finish()
+
+    try:
+        work.get_future().then(finish)
+    except Exception:
+        log.debug("gpuwatch: no future for %s; timed to wait()", collective.op, exc_info=True)
 
 
 def _position(params: list[str], name: str | None) -> int | None:
@@ -122,6 +180,7 @@ def _wrap(op: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     data_name = COLLECTIVES[op]
     data_pos = _position(params, data_name)
     async_pos = _position(params, "async_op")
+    group_pos = _position(params, "group")
 
     def arg(args: tuple[Any, ...], kwargs: dict[str, Any], name: str | None, pos: int | None) -> Any:
         if name is None:
@@ -134,21 +193,32 @@ def _wrap(op: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     def timed(*args: Any, **kwargs: Any) -> Any:
         if getattr(_local, "busy", False):
             return fn(*args, **kwargs)
-        t0 = perf_counter()
+        try:
+            data = arg(args, kwargs, data_name, data_pos)
+            is_async = bool(arg(args, kwargs, "async_op", async_pos))
+            factor = _factor(op, arg(args, kwargs, "group", group_pos))
+            c = Collective(op, _nbytes(data), factor, event_source(data), ASYNC if is_async else BLOCKING)
+        except Exception:  # pragma: no cover - timing must never break the collective
+            log.debug("gpuwatch: could not time %s", op, exc_info=True)
+            return fn(*args, **kwargs)
         _local.busy = True
         try:
             result = fn(*args, **kwargs)
         except BaseException:
             _local.busy = False
             # A collective that failed (a timeout, a peer gone) still spent that time communicating.
-            _client.record_collective(op, perf_counter() - t0, 0)
+            c.nbytes, c.factor = 0, None
+            c.finish()
+            _client._reporter.record(c)
             raise
         _local.busy = False
         try:
-            nbytes = _nbytes(arg(args, kwargs, data_name, data_pos))
-            if result is not None and arg(args, kwargs, "async_op", async_pos):
-                return _TimedWork(result, op, t0, nbytes)
-            _client.record_collective(op, perf_counter() - t0, nbytes)
+            if is_async and result is not None:
+                _client._reporter.record(c)
+                _on_completion(result, c)
+                return _TimedWork(result, c)
+            c.finish()
+            _client._reporter.record(c)
         except Exception:  # pragma: no cover - timing must never break the collective
             log.debug("gpuwatch: could not time %s", op, exc_info=True)
         return result
@@ -171,34 +241,38 @@ def _patch_collectives() -> None:
 
 
 class _HookState:
-    """What the DDP reducer holds as our hook's state: the hook we time, and its own state."""
+    """What the DDP reducer holds as our hook's state: the hook we time, its own state, and the
+    size of the model's process group (for the bus bandwidth)."""
 
-    __slots__ = ("hook", "state")
+    __slots__ = ("hook", "size", "state")
 
-    def __init__(self, state: Any, hook: Callable[..., Any]) -> None:
-        self.state, self.hook = state, hook
+    def __init__(self, state: Any, hook: Callable[..., Any], size: int | None) -> None:
+        self.state, self.hook, self.size = state, hook, size
 
 
 # ``bucket`` is left unannotated on purpose: DDP rejects any annotation but dist.GradBucket, and
 # with postponed annotations it would see a string.
 def _timed_comm_hook(state: _HookState, bucket):
-    """DDP comm hook: run the inner hook and record from its call to its future's completion."""
-    t0 = perf_counter()
+    """DDP comm hook: run the inner hook and time it from its call (the bucket's gradients are
+    ready) to its future's completion."""
     try:
-        nbytes = _nbytes(bucket.buffer())
+        buffer = bucket.buffer()
+        factor = bus_factor(DDP_OP, state.size) if state.size else None
+        c: Collective | None = Collective(DDP_OP, _nbytes(buffer), factor, event_source(buffer), DDP)
     except Exception:
-        nbytes = 0
+        c = None
     busy = getattr(_local, "busy", False)
     _local.busy = True  # the inner hook's own all_reduce is this same transfer: not counted twice
     try:
         fut = state.hook(state.state, bucket)
     finally:
         _local.busy = busy
-    if not hasattr(fut, "then"):
+    if c is None or not hasattr(fut, "then"):
         return fut
+    _client._reporter.record(c)
 
     def done(f: torch.futures.Future[Any]) -> Any:
-        _client.record_collective(DDP_OP, perf_counter() - t0, nbytes)
+        c.finish()
         return f.value()
 
     return fut.then(done)
@@ -218,7 +292,7 @@ def _patch_ddp() -> None:
         timed: _HookState | None = getattr(self, "_gpuwatch_hook", None)
         self._check_comm_hook(hook)  # the user's hook still gets DDP's own checks
         if timed is None:
-            timed = _HookState(state, hook)
+            timed = _HookState(state, hook, _group_size(getattr(self, "process_group", None)))
             original_register(self, timed, _timed_comm_hook)
             self._gpuwatch_hook = timed
             return

@@ -354,6 +354,11 @@ _CHECKPOINT_GAUGES = (
 _JOB_GAUGES = (
     ("gpuwatch_job_gpu_utilization", "GPU utilization of the job's GPUs over the window (in %).", "gpu_util_mean"),
     ("gpuwatch_job_comm_overhead_ratio", "Time in collectives / step time over the window.", "comm_overhead"),
+    (
+        "gpuwatch_job_comm_exposed_ratio",
+        "Time the steps waited for collectives (not overlapped by compute) / step time over the window.",
+        "comm_exposed",
+    ),
     ("gpuwatch_job_step_seconds", "Median step time over the window (in s).", "step_s"),
 )
 
@@ -382,6 +387,14 @@ def _job_families(jobs: JobTracker, max_rank_series: int) -> Iterator[Metric]:
         "do, 0 none do (its GPU utilization is unknown, not zero). Absent: no steps nor samples in the window.",
         "gauge",
     )
+    bandwidth = {
+        kind: Metric(
+            f"gpuwatch_job_comm_{kind}_bytes_per_second",
+            f"Collectives' {text} per rank over the window, by op (nccl-tests' definition).",
+            "gauge",
+        )
+        for kind, text in (("algbw", "algorithm bandwidth: bytes / time"), ("busbw", "bus bandwidth: algbw x factor"))
+    }
     for name in jobs.jobs():
         summary = jobs.summary(name)
         if summary is None:
@@ -409,6 +422,10 @@ def _job_families(jobs: JobTracker, max_rank_series: int) -> Iterator[Metric]:
         for metric, _, attr in _CHECKPOINT_GAUGES:
             if (value := getattr(summary, attr)) is not None:
                 checkpoints[metric].add_sample(metric, {"job": name}, float(value))
+        for op, c in summary.collectives.items():
+            for kind, value in (("algbw", c.algbw_bytes_per_s), ("busbw", c.busbw_bytes_per_s)):
+                if value is not None:
+                    bandwidth[kind].add_sample(bandwidth[kind].name, {"job": name, "op": op}, value)
         if summary.checkpoint_saves or summary.checkpoint_failures:
             failed = float(summary.checkpoint_failures)
             ckpt_failures.add_sample("gpuwatch_job_checkpoint_failures_total", {"job": name}, failed)
@@ -416,3 +433,4 @@ def _job_families(jobs: JobTracker, max_rank_series: int) -> Iterator[Metric]:
     yield from (throughput, idle, gpu_hours, stragglers, hangs, attributed)
     yield from checkpoints.values()
     yield ckpt_failures
+    yield from bandwidth.values()

@@ -99,6 +99,20 @@ class RankSummary:
     nvlink_bytes_per_s: float | None
     pcie_bytes_per_s: float | None
     straggler: bool
+    comm_exposed: float | None = None  # time the steps waited for collectives / step time
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveSummary:
+    """One op's collectives over the window, per rank summed: nccl-tests' bandwidths over the time
+    measured (GPU time where CUDA events timed them, else host time)."""
+
+    count: int
+    bytes: int
+    seconds: float
+    gpu_seconds: float | None
+    algbw_bytes_per_s: float | None
+    busbw_bytes_per_s: float | None
 
 
 #: Whether a job's GPU samples are tied to it (`gpu_attribution`): "full" every rank with steps has GPU
@@ -141,10 +155,44 @@ class JobSummary:
     gpu_hours_at_risk: float | None = None  # GPUs x time since the last complete save
     gpu_attribution: GpuAttribution = "none"
     gpu_attribution_note: str | None = None  # why it is not "full", in words
+    comm_exposed: float | None = None  # time the steps waited for collectives / step time
+    collectives: dict[str, CollectiveSummary] = field(default_factory=dict)  # by op
 
 
 def _ratio(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
+
+
+def _exposed(steps: list[StepReport]) -> float | None:
+    """Exposed communication / step time over the steps that report it (older clients do not)."""
+    known = [s for s in steps if s.exposed_s is not None]
+    return _ratio(sum(s.exposed_s or 0.0 for s in known), sum(s.duration_s for s in known)) if known else None
+
+
+def _collectives(steps: list[StepReport]) -> dict[str, CollectiveSummary]:
+    """Per-op totals and bandwidths (algbw = bytes / time, busbw = bus_bytes / time, as nccl-tests)."""
+    sums: dict[str, list[Any]] = {}
+    for st in steps:
+        for op, c in st.collectives.items():
+            a = sums.setdefault(op, [0, 0, 0.0, None, 0.0])
+            a[0] += c.count
+            a[1] += c.bytes
+            a[2] += c.seconds
+            if c.gpu_seconds is not None:
+                a[3] = (a[3] or 0.0) + c.gpu_seconds
+            a[4] += c.bus_bytes or 0.0
+    out = {}
+    for op, (count, nbytes, seconds, gpu, bus) in sorted(sums.items()):
+        t = gpu if gpu else seconds
+        out[op] = CollectiveSummary(
+            count=count,
+            bytes=nbytes,
+            seconds=seconds,
+            gpu_seconds=gpu,
+            algbw_bytes_per_s=nbytes / t if nbytes and t > 0 else None,
+            busbw_bytes_per_s=bus / t if bus and t > 0 else None,
+        )
+    return out
 
 
 class JobTracker:
@@ -364,6 +412,8 @@ class JobTracker:
                 ranks=ranks,
                 **self._checkpointing(job, ranks, now),
                 **_attribution(ranks, window),
+                comm_exposed=_exposed(steps),
+                collectives=_collectives(steps),
             )
 
     def _checkpointing(self, job: JobState, ranks: tuple[RankSummary, ...], now: float) -> dict[str, Any]:
@@ -417,6 +467,7 @@ class JobTracker:
             nvlink_bytes_per_s=points.nvlink_bytes_per_s(),
             pcie_bytes_per_s=points.pcie_bytes_per_s(),
             straggler=r.straggling,
+            comm_exposed=_exposed(steps),
         )
 
     def _job(self, name: str, now: float, node: str | None) -> JobState | None:
