@@ -15,7 +15,8 @@ collective, which is the part of the collectives not overlapped by compute:
 
 - a blocking collective: its whole interval (the training thread, or the compute stream, waited);
 - an async one: from the ``wait()`` call to its return (on a GPU: from when the compute stream
-  reached the wait to when it could go on);
+  reached the wait to when it could go on), and on the host clock also the launch call itself (the
+  training thread computes nothing meanwhile; on a GPU the stream goes on);
 - DDP's gradient buckets: from the end of backward compute (the last bucket became ready) to the
   last bucket's completion.
 """
@@ -96,9 +97,23 @@ class Collective:
     """One collective call's marks, filled in by whoever sees each moment (the training thread, a
     future's callback, a Work's ``wait()``) and read by :func:`resolve` once they are ready.
 
-    ``t0`` / ``t1`` are host times of the same moments, kept for a device that never answers."""
+    ``t0`` / ``t1`` are host times of the same moments, kept for a device that never answers;
+    ``returned`` is when an async launch returned (host clock)."""
 
-    __slots__ = ("end", "factor", "kind", "nbytes", "op", "source", "start", "t0", "t1", "wait_from", "wait_to")
+    __slots__ = (
+        "end",
+        "factor",
+        "kind",
+        "nbytes",
+        "op",
+        "returned",
+        "source",
+        "start",
+        "t0",
+        "t1",
+        "wait_from",
+        "wait_to",
+    )
 
     def __init__(self, op: str, nbytes: int, factor: float | None, source: EventSource, kind: int = BLOCKING) -> None:
         self.op, self.nbytes, self.factor, self.source, self.kind = op, nbytes, factor, source, kind
@@ -106,6 +121,7 @@ class Collective:
         self.wait_from: Any = None
         self.wait_to: Any = None
         self.t1: float | None = None
+        self.returned: float | None = None
         self.t0 = perf_counter()
         self.start: Any = self.t0 if source is HOST else source.mark()
 
@@ -194,8 +210,11 @@ def resolve(records: list[Collective | Plain], *, give_up: bool = False) -> tupl
             ddp.setdefault(id(src), []).append(r)
         elif r.kind == BLOCKING:
             wait(src, r.start, r.start, r.end)
-        elif r.wait_from is not None:
-            wait(src, r.start, r.wait_from, r.wait_to)
+        else:
+            if r.wait_from is not None:
+                wait(src, r.start, r.wait_from, r.wait_to)
+            if src is HOST and r.returned is not None:
+                wait(src, r.start, r.start, r.returned)
     for buckets in ddp.values():
         src = buckets[0].source
         ref = waits[id(src)][1] if id(src) in waits else buckets[0].start

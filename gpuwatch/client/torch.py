@@ -41,6 +41,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 import torch
@@ -107,9 +108,10 @@ _cuda_sources: dict[torch.device, CudaEvents] = {}
 
 
 def event_source(value: Any) -> EventSource:
-    """CUDA events for a collective on CUDA tensors (whatever the backend), the host clock otherwise."""
+    """CUDA events for a collective on CUDA tensors (whatever the backend), the host clock otherwise
+    (also while a CUDA graph is being captured, where a timing event cannot be recorded)."""
     t = value[0] if isinstance(value, list | tuple) and value else value
-    if isinstance(t, torch.Tensor) and t.is_cuda:
+    if isinstance(t, torch.Tensor) and t.is_cuda and not torch.cuda.is_current_stream_capturing():
         source = _cuda_sources.get(t.device)
         if source is None:
             source = _cuda_sources[t.device] = CudaEvents(t.device)
@@ -142,14 +144,16 @@ class _TimedWork:
         c = self._collective
         first = c.wait_from is None
         if first:
-            c.begin_wait()
+            with contextlib.suppress(Exception):  # timing must never break the wait
+                c.begin_wait()
         try:
             return self._work.wait(*args, **kwargs)
         finally:
-            if c.end is None:  # no future callback (a backend without futures)
-                c.finish()
-            if first:
-                c.end_wait()
+            with contextlib.suppress(Exception):
+                if c.end is None:  # no future callback (a backend without futures)
+                    c.finish()
+                if first and c.wait_from is not None:
+                    c.end_wait()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._work, name)
@@ -196,8 +200,7 @@ def _wrap(op: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             data = arg(args, kwargs, data_name, data_pos)
             is_async = bool(arg(args, kwargs, "async_op", async_pos))
-            factor = _factor(op, arg(args, kwargs, "group", group_pos))
-            c = Collective(op, _nbytes(data), factor, event_source(data), ASYNC if is_async else BLOCKING)
+            c = Collective(op, 0, None, event_source(data), ASYNC if is_async else BLOCKING)
         except Exception:  # pragma: no cover - timing must never break the collective
             log.debug("gpuwatch: could not time %s", op, exc_info=True)
             return fn(*args, **kwargs)
@@ -207,18 +210,23 @@ def _wrap(op: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         except BaseException:
             _local.busy = False
             # A collective that failed (a timeout, a peer gone) still spent that time communicating.
-            c.nbytes, c.factor = 0, None
-            c.finish()
-            _client._reporter.record(c)
+            with contextlib.suppress(Exception):
+                c.finish()
+                _client._reporter.record(c)
             raise
         _local.busy = False
+        is_async = is_async and result is not None
         try:
-            if is_async and result is not None:
-                _client._reporter.record(c)
+            if is_async:
+                c.returned = perf_counter()
+            else:
+                c.finish()
+            c.nbytes = _nbytes(data)  # after the call: only the call itself is timed
+            c.factor = _factor(op, arg(args, kwargs, "group", group_pos))
+            _client._reporter.record(c)
+            if is_async:
                 _on_completion(result, c)
                 return _TimedWork(result, c)
-            c.finish()
-            _client._reporter.record(c)
         except Exception:  # pragma: no cover - timing must never break the collective
             log.debug("gpuwatch: could not time %s", op, exc_info=True)
         return result
@@ -272,7 +280,8 @@ def _timed_comm_hook(state: _HookState, bucket):
     _client._reporter.record(c)
 
     def done(f: torch.futures.Future[Any]) -> Any:
-        c.finish()
+        with contextlib.suppress(Exception):  # a failed mark must not fail the gradient's future
+            c.finish()
         return f.value()
 
     return fut.then(done)

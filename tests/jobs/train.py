@@ -1,6 +1,8 @@
 """A small data-parallel training job for the tests: real torch.distributed (gloo, CPU), launched
 by torchrun, instrumented with gpuwatch.client, and measuring its own communication time
-independently (its own perf_counter around the same collectives) to check gpuwatch against.
+independently (its own perf_counter around the same collectives) to check gpuwatch against: the
+time in the all-reduce, and the time the step waited for it (with ``--overlap``, the all-reduce runs
+async behind the step's compute and only its ``wait()`` is waited for).
 
     torchrun --nproc-per-node 2 tests/jobs/train.py --mode heavy --steps 30 --out DIR
 """
@@ -40,6 +42,7 @@ def main() -> None:
     ap.add_argument("--hang-s", type=float, default=60.0)
     ap.add_argument("--long-step-at", type=int, default=-1, help="this step runs busy for --long-step-s")
     ap.add_argument("--long-step-s", type=float, default=0.0)
+    ap.add_argument("--overlap", action="store_true", help="all-reduce async, behind the step's compute")
     args = ap.parse_args()
 
     dist.init_process_group("gloo")
@@ -50,7 +53,8 @@ def main() -> None:
         grad, work = torch.ones(4_000_000), torch.randn(64, 64)
     else:  # little communication, much compute
         grad, work = torch.ones(1_000), torch.randn(384, 384)
-    own_comm = own_step = 0.0
+    own_comm = own_step = own_exposed = 0.0
+    done: list[float] = []  # --overlap: each all-reduce's time from the call to its completion
     progress = args.out / f"rank{rank}.progress"
     for n in range(args.steps):
         if rank == args.hang_rank and n == args.hang_after:
@@ -58,6 +62,10 @@ def main() -> None:
             time.sleep(args.hang_s)  # alive and idle: no step, no collective
         t_step = time.perf_counter()
         with gw.step(samples=32, tokens=32 * 512):
+            if args.overlap:
+                t_comm = time.perf_counter()
+                pending = dist.all_reduce(grad, async_op=True)
+                pending.get_future().then(lambda _, t=t_comm: done.append(time.perf_counter() - t))
             y = work
             for _ in range(3 if args.mode == "heavy" else 6):
                 y = torch.tanh(y @ work)
@@ -66,11 +74,17 @@ def main() -> None:
             if rank == args.straggle_rank:
                 time.sleep(args.straggle_s)
             t = time.perf_counter()
-            dist.all_reduce(grad)
-            own_comm += time.perf_counter() - t
+            if args.overlap:
+                pending.wait()
+                own_exposed += time.perf_counter() - t
+            else:
+                dist.all_reduce(grad)
+                own_comm += time.perf_counter() - t
+                own_exposed += time.perf_counter() - t
             grad.div_(dist.get_world_size())
         own_step += time.perf_counter() - t_step
     dist.barrier()
+    own_comm += sum(done)
     (args.out / f"rank{rank}.json").write_text(
         json.dumps(
             {
@@ -78,6 +92,7 @@ def main() -> None:
                 "steps": args.steps,
                 "own_comm_s": own_comm,
                 "own_step_s": own_step,
+                "own_exposed_s": own_exposed,
                 "pid": os.getpid(),
                 "client": gw.stats(),
             }

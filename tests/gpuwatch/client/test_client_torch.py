@@ -148,6 +148,9 @@ def test_collectives_and_ddp_allreduce_are_timed_on_two_gloo_ranks(tmp_path: Pat
             assert s.collectives["all_reduce"].bytes == 2 * ELEMENTS * 4
             assert s.comm_s == pytest.approx(measured, rel=0.10), (rank, s.step)
             assert s.comm_s <= s.duration_s
+            # A blocking all_reduce, and an async one waited for at once: the step waited all along.
+            assert s.exposed_s == pytest.approx(measured, rel=0.10), (rank, s.step)
+            assert s.collectives["all_reduce"].bus_bytes == pytest.approx(2 * ELEMENTS * 4), "2(n-1)/n = 1"
         assert future.collectives["all_reduce"].count == 1
         # Recorded by a link of the chain the rank waits on, so inside the span the rank timed; how far
         # inside is the wake-up of the waiting thread (2 ms of 11 on a loaded 2-core CI VM). Timing only
@@ -159,3 +162,5 @@ def test_collectives_and_ddp_allreduce_are_timed_on_two_gloo_ranks(tmp_path: Pat
             stat = s.collectives["ddp_allreduce"]
             assert stat.count > 0 and stat.seconds > 0 and stat.bytes >= (256 * 256 + 256) * 4
             assert s.comm_s == pytest.approx(stat.seconds)
+            # Exposed: from the last bucket's readiness (the end of backward) to its completion.
+            assert s.exposed_s is not None and 0 < s.exposed_s <= s.comm_s + 1e-9, (s.exposed_s, s.comm_s)

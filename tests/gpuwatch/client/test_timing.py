@@ -124,6 +124,15 @@ def test_async_collective_is_exposed_only_while_waited_for() -> None:
     assert exposed == pytest.approx(0.030)
 
 
+def test_on_the_host_clock_an_async_launch_call_is_exposed_too() -> None:
+    # gloo: the launch call took 2 ms of the training thread; it then waited from 30 to 50 ms.
+    c = Collective("all_reduce", 4, 1.0, HOST, ASYNC)
+    c.start, c.returned, c.end, c.wait_from, c.wait_to = 0.000, 0.002, 0.050, 0.030, 0.050
+    comm_s, _, exposed = resolve([c])
+    assert comm_s == pytest.approx(0.050)
+    assert exposed == pytest.approx(0.002 + 0.020)
+
+
 def test_an_async_wait_still_open_keeps_the_step_unresolved() -> None:
     src = RecordedEvents(0.0, 0.1, 0.05)
     c = Collective("all_reduce", 4, 1.0, src, ASYNC)

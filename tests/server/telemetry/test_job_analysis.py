@@ -123,10 +123,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     server.stop()
 
 
-def _own_ratio(out: Path, rank: int) -> float:
+def _own_ratio(out: Path, rank: int, what: str = "own_comm_s") -> float:
     own = json.loads((out / f"rank{rank}.json").read_text())
     assert own["client"]["dropped"] == 0
-    return own["own_comm_s"] / own["own_step_s"]
+    return own[what] / own["own_step_s"]
 
 
 @pytest.mark.slow
@@ -149,7 +149,37 @@ def test_comm_overhead_matches_an_independent_measurement(stack: Stack) -> None:
         )
         assert u["tokens_per_s"] > 0 and u["step_s"] > 0
         assert stack.events("straggler", job) == [], "no straggler without a delay"
+        # Blocking all-reduces on the training thread: all of the communication is exposed.
+        assert u["comm_exposed"] == pytest.approx(u["comm_overhead"], rel=0.02)
+        ar = u["collectives"]["all_reduce"]
+        assert ar["count"] == 2 * 30 and ar["gpu_seconds"] is None, "gloo: host-timed"
+        assert ar["algbw_bytes_per_s"] == pytest.approx(ar["bytes"] / ar["seconds"])
+        assert ar["busbw_bytes_per_s"] == pytest.approx(ar["algbw_bytes_per_s"]), "2 ranks: factor 2(n-1)/n = 1"
     assert ratios["heavy"] > ratios["light"] * 1.5, ratios
+
+
+@pytest.mark.slow
+def test_exposed_communication_matches_the_time_the_steps_waited(stack: Stack) -> None:
+    """An async all-reduce behind the step's compute: only the wait() is exposed, and gpuwatch's
+    exposed ratio (API and /metrics) matches the job's own clock around its wait()s."""
+    job = "overlap"
+    _, out = stack.train(job, "--mode", "heavy", "--overlap", "--steps", "30")
+    u = stack.wait_for_steps(job, 30)
+    for r in (r for r in u["ranks"] if r["rank"] >= 0):
+        own_exposed = _own_ratio(out, r["rank"], "own_exposed_s")
+        own_comm = _own_ratio(out, r["rank"])
+        print(f"rank {r['rank']}: exposed {r['comm_exposed']:.4f} (own {own_exposed:.4f}), total", r["comm_overhead"])
+        assert r["comm_exposed"] == pytest.approx(own_exposed, rel=0.10, abs=0.01)
+        assert r["comm_overhead"] == pytest.approx(own_comm, rel=0.10, abs=0.01)
+        assert r["comm_exposed"] < r["comm_overhead"], "the compute hid part of the all-reduce"
+    text = httpx.get(f"{stack.base}/metrics").text
+    for labels, expected in (('node="",rank="all"', u["comm_exposed"]), ('node="trainer",rank="0"', None)):
+        line = next(
+            x for x in text.splitlines() if x.startswith(f'gpuwatch_job_comm_exposed_ratio{{job="{job}",{labels}}}')
+        )
+        if expected is not None:
+            assert float(line.rsplit(" ", 1)[1]) == pytest.approx(expected, rel=0.05)
+    assert f'gpuwatch_job_comm_busbw_bytes_per_second{{job="{job}",op="all_reduce"}}' in text
 
 
 @pytest.mark.slow
@@ -239,7 +269,8 @@ def test_job_series_on_metrics(stack: Stack) -> None:
         what="GPU samples attributed to both ranks",
     )
     text = httpx.get(f"{stack.base}/metrics").text
-    for name in ("gpuwatch_job_gpu_utilization", "gpuwatch_job_comm_overhead_ratio", "gpuwatch_job_step_seconds"):
+    names = ("gpuwatch_job_gpu_utilization", "gpuwatch_job_comm_overhead_ratio", "gpuwatch_job_comm_exposed_ratio")
+    for name in (*names, "gpuwatch_job_step_seconds"):
         for rank in ("all", "0", "1"):
             assert f'{name}{{job="{job}",node="{"" if rank == "all" else "trainer"}",rank="{rank}"}}' in text, (
                 name,
