@@ -378,7 +378,6 @@ class Reporter:
                 self._dropped += 1
                 log.debug("gpuwatch: step %r dropped: bad collective timings", raw[0], exc_info=True)
                 continue
-            exposed_s = min(exposed_s, duration_s)
             staged.append((n, ts, duration_s, _number(tokens), _number(samples), comm_s, ops, exposed_s))
         excess = len(staged) - self.maxlen
         if excess > 0:
