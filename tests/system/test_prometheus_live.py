@@ -31,7 +31,7 @@ import pytest
 
 from agent.collectors.simulated import write_fault
 from gpuwatch.config import Settings
-from gpuwatch.protocol import ClientReport, JobProcess, StepReport
+from gpuwatch.protocol import ClientReport, CollectiveStat, JobProcess, StepReport
 from tests.helpers import Proc, free_port, migrated_sqlite, new_token, require_tool, start_server, wait_until
 from tests.prometheus_stack import Prometheus, QueryError, prometheus_config
 from tests.promql import (
@@ -127,7 +127,7 @@ def _report(
     client_port: int, job: str, rank: int, gpu: int | None, pid: int, steps: list[tuple[float, float]], **kw: float
 ) -> None:
     """What gpuwatch.client would post for one rank: its process, and steps of (duration, comm) s
-    ending now."""
+    ending now, half of the communication exposed, all of it one all-reduce of 64 MB."""
     now = time.time()
     proc = JobProcess(job=job, pid=pid, rank=rank, local_rank=gpu, world_size=2, gpu=gpu, **kw)
     reports = [
@@ -138,6 +138,8 @@ def _report(
             ts=now - (len(steps) - i) * duration,
             duration_s=duration,
             comm_s=comm,
+            exposed_s=comm / 2,
+            collectives={"all_reduce": CollectiveStat(count=1, seconds=comm, bytes=64 << 20, bus_bytes=64 << 20)},
             tokens=16384,
             samples=32,
         )
@@ -365,6 +367,28 @@ def test_dcgm_exporter_dashboard_sees_nodes_not_the_server(scenario: Scenario) -
             series = prom.query(expr)
             assert series, q.source
             assert {s["metric"].get("instance") for s in series} <= {NODE_A, NODE_B, None}, q.source
+
+
+# The Job dashboard's communication panel, total beside exposed (issue 23; the dashboard rewrite adds
+# it): each query with llama-train's values, 35% of each step in collectives and half of that waited for.
+COMM_PANEL = {
+    'gpuwatch_job_comm_overhead_ratio{job="$job", rank="all"}': {"": 0.35},
+    'gpuwatch_job_comm_exposed_ratio{job="$job", rank="all"}': {"": 0.175},
+    'gpuwatch_job_comm_exposed_ratio{job="$job", rank!="all"}': {"0": 0.3, "1": 0.05},
+    # 16 all-reduces of 64 MiB in 8 x 0.3 + 8 x 0.05 s; two ranks: bus factor 1.
+    'gpuwatch_job_comm_busbw_bytes_per_second{job="$job", op="all_reduce"}': {"": 16 * (64 << 20) / 2.8},
+}
+
+
+@pytest.mark.prometheus
+def test_the_communication_panels_queries_return_total_and_exposed_shares(scenario: Scenario) -> None:
+    prom = _prometheus(scenario)
+    for expr, expected in COMM_PANEL.items():
+        query = substitute(expr, {"job": "llama-train"})
+        series = wait_until(lambda q=query: prom.query(q), timeout=10, what=query, every=0.5)
+        got = {s["metric"].get("rank", ""): float(s["value"][1]) for s in series}
+        got = {("" if k == "all" else k): v for k, v in got.items()}
+        assert got == pytest.approx(expected, rel=1e-6), query
 
 
 @pytest.mark.prometheus
