@@ -300,7 +300,10 @@ class JobTracker:
                 if r.last_progress is None or at >= r.last_progress:
                     r.last_step, r.last_progress = st.step, at
                     job.hung = False
-                job.pending.setdefault(st.step, {})[st.rank] = max(0.0, st.duration_s - st.comm_s)
+                # Compute time: the step less the time it waited for collectives (a fast rank waits for
+                # a slow one there); the exposed time where the client measured it, else all of it.
+                waited = st.comm_s if st.exposed_s is None else st.exposed_s
+                job.pending.setdefault(st.step, {})[st.rank] = max(0.0, st.duration_s - waited)
                 touched.add(job.name)
         return touched
 
