@@ -194,7 +194,11 @@ def resolve(records: list[Collective | Plain], *, give_up: bool = False) -> tupl
             continue
         src = r.source
         if r.ready():
-            seconds = max(0.0, src.seconds(r.start, r.end))
+            seconds = src.seconds(r.start, r.end)
+            if r.wait_from is not None and src.seconds(r.start, r.wait_from) <= seconds:
+                # Waited for while still running: it lasted, for the step, until the wait returned.
+                seconds = max(seconds, src.seconds(r.start, r.wait_to))
+            seconds = max(0.0, seconds)
             _add(ops, r.op, seconds, r.nbytes, seconds if src is not HOST else None, _bus(r))
             comm_s += seconds
         elif give_up and r.t1 is not None:

@@ -133,12 +133,18 @@ def _factor(op: str, group: Any) -> float | None:
 
 class _TimedWork:
     """A Work whose ``wait()`` marks when the caller began and stopped waiting (the exposed part of
-    an async collective); everything else goes to the real Work."""
+    an async collective), and whose ``get_future()`` completes after the collective's end is marked;
+    everything else goes to the real Work."""
 
-    __slots__ = ("_collective", "_work")
+    __slots__ = ("_collective", "_future", "_work")
 
-    def __init__(self, work: Any, collective: Collective) -> None:
-        self._work, self._collective = work, collective
+    def __init__(self, work: Any, collective: Collective, future: Any) -> None:
+        self._work, self._collective, self._future = work, collective, future
+
+    def get_future(self) -> Any:
+        # The chained future: whoever waits on it waits for the mark too, so the time recorded ends
+        # within what the caller saw.
+        return self._future if self._future is not None else self._work.get_future()
 
     def wait(self, *args: Any, **kwargs: Any) -> Any:
         c = self._collective
@@ -162,17 +168,21 @@ class _TimedWork:
         return f"<gpuwatch timed {self._collective.op} {self._work!r}>"
 
 
-def _on_completion(work: Any, collective: Collective) -> None:
+def _on_completion(work: Any, collective: Collective) -> Any:
     """Mark the collective's end when its Work's future completes (on CUDA: a callback on a stream
-    that waits for the collective); a backend without futures is marked at ``wait()`` instead."""
+    that waits for the collective), and return the chained future (None for a backend without
+    futures: its end is marked at ``wait()`` instead)."""
 
-    def finish(_: Any) -> None:
-        collective.finish()
+    def finish(fut: Any) -> Any:
+        with contextlib.suppress(Exception):  # a failed mark must not fail the caller's future
+            collective.finish()
+        return fut.value()
 
     try:
-        work.get_future().then(finish)
+        return work.get_future().then(finish)
     except Exception:
         log.debug("gpuwatch: no future for %s; timed to wait()", collective.op, exc_info=True)
+        return None
 
 
 def _position(params: list[str], name: str | None) -> int | None:
@@ -225,8 +235,7 @@ def _wrap(op: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             c.factor = _factor(op, arg(args, kwargs, "group", group_pos))
             _client._reporter.record(c)
             if is_async:
-                _on_completion(result, c)
-                return _TimedWork(result, c)
+                return _TimedWork(result, c, _on_completion(result, c))
         except Exception:  # pragma: no cover - timing must never break the collective
             log.debug("gpuwatch: could not time %s", op, exc_info=True)
         return result

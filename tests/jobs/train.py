@@ -32,7 +32,7 @@ def busy(seconds: float) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["heavy", "light"], default="light")
+    ap.add_argument("--mode", choices=["heavy", "light", "mixed"], default="light")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--straggle-rank", type=int, default=-1)
@@ -51,6 +51,8 @@ def main() -> None:
     torch.manual_seed(rank)
     if args.mode == "heavy":  # much communication, little compute
         grad, work = torch.ones(4_000_000), torch.randn(64, 64)
+    elif args.mode == "mixed":  # much of both (for --overlap: compute to hide the all-reduce behind)
+        grad, work = torch.ones(4_000_000), torch.randn(384, 384)
     else:  # little communication, much compute
         grad, work = torch.ones(1_000), torch.randn(384, 384)
     own_comm = own_step = own_exposed = 0.0
@@ -66,6 +68,7 @@ def main() -> None:
                 t_comm = time.perf_counter()
                 pending = dist.all_reduce(grad, async_op=True)
                 pending.get_future().then(lambda _, t=t_comm: done.append(time.perf_counter() - t))
+                own_exposed += time.perf_counter() - t_comm  # the launch call: no compute meanwhile
             y = work
             for _ in range(3 if args.mode == "heavy" else 6):
                 y = torch.tanh(y @ work)

@@ -124,6 +124,15 @@ def test_async_collective_is_exposed_only_while_waited_for() -> None:
     assert exposed == pytest.approx(0.030)
 
 
+def test_a_collective_waited_for_while_running_lasts_until_the_wait_returns() -> None:
+    # Done at 40 ms, but the waiting thread woke at 45 ms: the step lost 45 ms to it, 20 of them waiting.
+    c = Collective("all_reduce", 4, 1.0, HOST, ASYNC)
+    c.start, c.returned, c.end, c.wait_from, c.wait_to = 0.000, 0.001, 0.040, 0.025, 0.045
+    comm_s, _, exposed = resolve([c])
+    assert comm_s == pytest.approx(0.045)
+    assert exposed == pytest.approx(0.001 + 0.020)
+
+
 def test_on_the_host_clock_an_async_launch_call_is_exposed_too() -> None:
     # gloo: the launch call took 2 ms of the training thread; it then waited from 30 to 50 ms.
     c = Collective("all_reduce", 4, 1.0, HOST, ASYNC)

@@ -163,7 +163,7 @@ def test_exposed_communication_matches_the_time_the_steps_waited(stack: Stack) -
     """An async all-reduce behind the step's compute: only the wait() is exposed, and gpuwatch's
     exposed ratio (API and /metrics) matches the job's own clock around its wait()s."""
     job = "overlap"
-    _, out = stack.train(job, "--mode", "heavy", "--overlap", "--steps", "30")
+    _, out = stack.train(job, "--mode", "mixed", "--overlap", "--steps", "30")
     u = stack.wait_for_steps(job, 30)
     for r in (r for r in u["ranks"] if r["rank"] >= 0):
         own_exposed = _own_ratio(out, r["rank"], "own_exposed_s")
