@@ -141,7 +141,7 @@ class Collective:
             return False
         ready = self.source.ready
         marks = (self.start, self.end) if self.wait_from is None else (self.start, self.end, self.wait_to)
-        return all(ready(m) for m in marks)  # a later mark on a stream implies the earlier ones
+        return all(ready(m) for m in marks)
 
 
 #: (op, seconds, nbytes): a collective timed by the caller (``gpuwatch.client.record_collective``).
@@ -178,7 +178,6 @@ def resolve(records: list[Collective | Plain], *, give_up: bool = False) -> tupl
     # Exposure intervals per clock, in seconds from a reference mark: marks of one source compare
     # with each other only.
     waits: dict[int, tuple[EventSource, Any, list[tuple[float, float]]]] = {}
-    host_waits: list[tuple[float, float]] = []
     ddp: dict[int, list[Collective]] = {}
 
     def wait(src: EventSource, ref: Any, a: Any, b: Any) -> None:
@@ -206,7 +205,7 @@ def resolve(records: list[Collective | Plain], *, give_up: bool = False) -> tupl
             _add(ops, r.op, seconds, r.nbytes, None, _bus(r))
             comm_s += seconds
             if r.kind == BLOCKING:
-                host_waits.append((r.t0, r.t1))
+                wait(HOST, r.t0, r.t0, r.t1)
             continue
         else:
             continue  # never completed: no time to count
@@ -229,8 +228,7 @@ def resolve(records: list[Collective | Plain], *, give_up: bool = False) -> tupl
         # Backward compute ends when the last bucket becomes ready; the step waits from then until
         # the last bucket is reduced.
         wait(src, ref, last([b.start for b in buckets]), last([b.end for b in buckets]))
-    exposed = union_length(host_waits) + sum(union_length(intervals) for _, _, intervals in waits.values())
-    return comm_s, ops, exposed
+    return comm_s, ops, sum(union_length(intervals) for _, _, intervals in waits.values())
 
 
 def _bus(r: Collective) -> float | None:
