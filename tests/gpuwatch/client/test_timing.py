@@ -16,8 +16,6 @@ import gpuwatch.client as gw
 from gpuwatch.client import timing
 from gpuwatch.client.reporter import Reporter
 from gpuwatch.client.timing import ASYNC, BLOCKING, DDP, HOST, Collective, bus_factor, resolve, union_length
-from gpuwatch.protocol import StepReport
-from server.telemetry.job_tracker import JobTracker
 from tests.gpuwatch.client.test_client import Capture
 
 MB = 1_000_000
@@ -227,25 +225,3 @@ def test_at_exit_a_step_the_gpu_never_finished_goes_with_host_times(captured: tu
     (step,) = capture.steps()
     assert step.collectives["all_reduce"].gpu_seconds is None
     assert step.comm_s < 0.5
-
-
-def test_the_server_reports_algbw_busbw_and_exposed_ratio() -> None:
-    tracker = JobTracker(clock=lambda: 1000.0)
-    stat = {"count": 2, "seconds": 0.02, "bytes": 200 * MB, "gpu_seconds": 0.02, "bus_bytes": 200 * MB * 1.75}
-    steps = [
-        StepReport.model_validate(
-            {"job": "j", "rank": r, "step": 0, "ts": 999.0, "duration_s": 0.1, "comm_s": 0.02, "exposed_s": e}
-            | {"collectives": {"all_reduce": stat}}
-        )
-        for r, e in ((0, 0.01), (1, 0.03))
-    ]
-    tracker.add_steps("n", steps)
-    summary = tracker.summary("j")
-    assert summary is not None
-    assert summary.comm_overhead == pytest.approx(0.2)
-    assert summary.comm_exposed == pytest.approx(0.2)  # (0.01 + 0.03) / 0.2
-    assert [r.comm_exposed for r in summary.ranks] == [pytest.approx(0.1), pytest.approx(0.3)]
-    ar = summary.collectives["all_reduce"]
-    assert (ar.count, ar.bytes, ar.gpu_seconds) == (4, 400 * MB, pytest.approx(0.04))
-    assert ar.algbw_bytes_per_s == pytest.approx(1e10)
-    assert ar.busbw_bytes_per_s == pytest.approx(1.75e10)
