@@ -164,3 +164,83 @@ def test_collectives_and_ddp_allreduce_are_timed_on_two_gloo_ranks(tmp_path: Pat
             assert s.comm_s == pytest.approx(stat.seconds)
             # Exposed: from the last bucket's readiness (the end of backward) to its completion.
             assert s.exposed_s is not None and 0 < s.exposed_s <= s.comm_s + 1e-9, (s.exposed_s, s.comm_s)
+
+
+class _DeviceClock:
+    """An event source that is not the host clock (so its times count as GPU time) but reads it:
+    the wrappers' device path, every mark where a CUDA event would be, on a machine without a GPU."""
+
+    def __init__(self) -> None:
+        self.marks = 0
+
+    def mark(self) -> float:
+        import time
+
+        self.marks += 1
+        return time.perf_counter()
+
+    def ready(self, mark: float) -> bool:
+        return True
+
+    def seconds(self, start: float, end: float) -> float:
+        return end - start
+
+
+def _device_path_main(out: str) -> None:
+    """One gloo rank whose collectives take the device path (every mark from ``_DeviceClock``)."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import gpuwatch.client as gw
+    import gpuwatch.client.torch as gwt
+
+    clock = _DeviceClock()
+    gwt.event_source = lambda value: clock  # where CUDA tensors would get CudaEvents
+    gwt.instrument()
+    dist.init_process_group("gloo")
+    big = torch.ones(ELEMENTS)
+    with gw.step():
+        dist.all_reduce(big)
+    with gw.step():
+        work = dist.all_reduce(big, async_op=True)
+        time.sleep(0.05)  # "compute" that hides the all-reduce
+        work.wait()
+    model = DDP(torch.nn.Linear(64, 64))
+    with gw.step():
+        model(torch.randn(8, 64)).sum().backward()
+    dist.destroy_process_group()
+    Path(out).write_text(json.dumps({"marks": clock.marks}))
+
+
+def test_the_device_path_marks_every_moment_and_reports_gpu_time(tmp_path: Path) -> None:
+    with FakeAgent() as agent:
+        env = os.environ | {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(free_port()),
+            "RANK": "0",
+            "WORLD_SIZE": "1",
+            "GPUWATCH_JOB": "device-path",
+            "GPUWATCH_AGENT_URL": agent.url,
+            "OMP_NUM_THREADS": "1",
+        }
+        out = tmp_path / "out.json"
+        code = f"from tests.gpuwatch.client.test_client_torch import _device_path_main; _device_path_main({str(out)!r})"
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        steps = wait_until(lambda: len(s := agent.steps()) == 3 and s, timeout=20, what="3 steps at the agent")
+    blocking, overlapped, ddp = sorted(steps, key=lambda s: s.step)
+    # Blocking: start and end; async: start, end (future callback), wait from/to; DDP: start and end per bucket.
+    assert json.loads(out.read_text())["marks"] >= 2 + 4 + 2
+    for s, op in ((blocking, "all_reduce"), (overlapped, "all_reduce"), (ddp, "ddp_allreduce")):
+        stat = s.collectives[op]
+        assert stat.gpu_seconds is not None and stat.gpu_seconds == pytest.approx(stat.seconds), s
+        assert stat.bus_bytes == 0.0, "one rank: bus factor 0"
+    assert blocking.exposed_s == pytest.approx(blocking.comm_s)
+    # The device path counts no launch call: the all-reduce finished during the sleep, so the wait was short.
+    assert overlapped.exposed_s is not None and overlapped.exposed_s < 0.5 * overlapped.comm_s + 0.005
+    assert ddp.exposed_s is not None and 0 < ddp.exposed_s <= ddp.comm_s + 1e-9
