@@ -936,6 +936,14 @@ def _job_summary() -> Group:
             unit="percentunit",
             thresholds=[(0.2, "red")],
         ),
+        stat_panel(
+            "Exposed communication",
+            "The part of the step spent waiting for collectives (not overlapped by compute) / step "
+            "time: what faster communication would give back. On GPUs timed by CUDA events.",
+            [target(f"gpuwatch_job_comm_exposed_ratio{{{WHOLE_JOB}}}")],
+            unit="percentunit",
+            thresholds=[(0.2, "red")],
+        ),
         *_job_costs(),
     ]
 
@@ -977,13 +985,16 @@ def _job_costs() -> list[Panel]:
             "'partial': some ranks with steps have no GPU. GET /api/v1/jobs/N/utilization says which.",
             [target(f"gpuwatch_job_gpu_attributed{{{THIS_JOB}}}")],
             mappings=ATTRIBUTION,
-            w=16,
+            w=12,
         ),
     ]
 
 
 def _job_ranks() -> Group:
-    compute = f"gpuwatch_job_step_seconds{{{RANKS}}} * (1 - gpuwatch_job_comm_overhead_ratio{{{RANKS}}})"
+    # The straggler rule's compute time: the step less its exposed communication (the total where a client
+    # reports no exposed time).
+    waited = f"(gpuwatch_job_comm_exposed_ratio{{{RANKS}}} or gpuwatch_job_comm_overhead_ratio{{{RANKS}}})"
+    compute = f"gpuwatch_job_step_seconds{{{RANKS}}} * (1 - {waited})"
     return row("Ranks"), [
         series_panel(
             "GPU utilization by rank",
@@ -1028,6 +1039,27 @@ def _job_throughput() -> list[Panel]:
             unit="percentunit",
             minimum=0,
             threshold=0.2,
+        ),
+        series_panel(
+            "Total and exposed communication",
+            "Total: time in collectives / step time. Exposed: the part of it the step waited for, not "
+            "hidden behind compute (DDP overlaps most of its all-reduce with the backward pass). The gap "
+            "between the two is overlap; the exposed line is what costs the step.",
+            [
+                target(f"gpuwatch_job_comm_overhead_ratio{{{WHOLE_JOB}}}", "total"),
+                target(f"gpuwatch_job_comm_exposed_ratio{{{WHOLE_JOB}}}", "exposed"),
+                target(f"gpuwatch_job_comm_exposed_ratio{{{RANKS}}}", "exposed, " + BY_RANK),
+            ],
+            unit="percentunit",
+            minimum=0,
+        ),
+        series_panel(
+            "Bus bandwidth by collective",
+            "nccl-tests' bus bandwidth of the job's collectives (bytes moved per second, scaled by the "
+            "collective's factor so that it compares with the link's peak), from GPU time on CUDA backends.",
+            [target(f"gpuwatch_job_comm_busbw_bytes_per_second{{{THIS_JOB}}}", "{{op}}")],
+            unit="Bps",
+            minimum=0,
         ),
         series_panel(
             "Throughput",
