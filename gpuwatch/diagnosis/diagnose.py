@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from gpuwatch.diagnosis.engine import CONFIDENT, diagnose_rules
 from gpuwatch.diagnosis.model import Diagnosis, Evidence, LogSource
+from gpuwatch.diagnosis.stream import FileLines
 
 if TYPE_CHECKING:
     from gpuwatch.diagnosis.llm import LlmAnalyser
@@ -77,11 +78,12 @@ def _observed(reason: str, source: str, text: str, node: str | None, explanation
 
 
 def read_sources(paths: Iterable[Path]) -> list[LogSource]:
-    """Log files as sources; a file named like `rank3.log` is rank 3's output."""
+    """Log files as sources, streamed by the rules (read in chunks, whatever their size); a file named
+    like `rank3.log` is rank 3's output. A file that cannot be read fails here, before any diagnosis."""
     sources = []
     for path in paths:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
+        with open(path, "rb"):
+            pass
         m = _RANK_IN_NAME.search(path.name)
-        sources.append(LogSource(file=str(path), lines=lines, rank=int(m.group(1)) if m else None))
+        sources.append(LogSource(file=str(path), lines=FileLines(path), rank=int(m.group(1)) if m else None))
     return sources

@@ -21,14 +21,16 @@ host; candidates of that rank are preferred.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 
+from gpuwatch.diagnosis.logview import ListView, LogView
 from gpuwatch.diagnosis.model import Diagnosis, Evidence, LogSource
 from gpuwatch.diagnosis.normalize import normalize, syslog_host
 from gpuwatch.diagnosis.rules import RuleSet, load_rules
+from gpuwatch.diagnosis.stream import FileLines, StreamView, streamable
 from gpuwatch.diagnosis.xid import APPLICATION_XIDS, XID_LINE, xid_code, xid_reason
 
 #: Below this the rules are "not confident" and the LLM analyser, when configured, is asked.
@@ -65,11 +67,6 @@ _ROOT_CAUSE_HOST = re.compile(r"^\s*host\s*:\s*(\S+)")
 _NODE_FILE = re.compile(
     r"^(?:kern|kernel|dmesg|syslog|messages|journal|journalctl|netconsole|nvidia-smi|epilog|prolog|"
     r"nvidia-device-plugin|device-plugin|dcgm|fabricmanager)[-_](?P<host>[A-Za-z][\w.-]*?)\.(?:log|txt|out)$"
-)
-# Signs that a run went on after an error (so the error was survived, not fatal): training progress.
-_PROGRESS = re.compile(
-    r"(?i)\b(?:step|iter(?:ation)?|epoch|it|global_step)\b\W{0,3}\[?\s*\d+.{0,120}\b(?:loss|lr|learning.rate)\b"
-    r"|\d+/\d+ \[(?:\d+:)?\d+:\d+<"
 )
 # A line its writer marked as a warning: Python logging's "WARNING:root:" and "| WARNING |", "[WARNING]",
 # c10's "[W socket.cpp:464]" / "[W1125 10:02:11.123 ...]", glog's "W1125 10:02:11". NCCL's own
@@ -172,6 +169,13 @@ def _compiled(user_dir: str | None, _state: tuple[tuple[str, int, int], ...]) ->
     )
 
 
+def _view(source: LogSource, rules: RuleSet) -> LogView:
+    """A file streamed as bytes when the source is one and the keywords allow it, else lines in memory."""
+    if isinstance(source.lines, FileLines) and streamable(rules):
+        return StreamView(source.lines.path, rules)
+    return ListView(source.lines, rules)
+
+
 def _timestamp(line: str) -> datetime | None:
     m = _ISO_TS.search(line[:40])
     if m is None:
@@ -190,47 +194,60 @@ class _Scanner:
         self.rules = rules
         named = _NODE_FILE.match(source.file.rsplit("/", 1)[-1])
         self.node = source.node or (named.group("host") if named else None)
+        self.view = _view(source, rules)
         self.found: list[Candidate] = []
+        self.progress: dict[int, int | None] = {}  # a root candidate's line → the first progress line after it
+        self.total = 0
         self.root_rank: int | None = None
         self.root_host: str | None = None
 
     def scan(self) -> None:
-        lines = self.source.lines
+        """Visit the lines the prefilter passes; then place each candidate in its file (``position``
+        held the line's index until the file's length was known)."""
+        view = self.view
         resume = 0
-        for i in self.rules.candidate_lines(lines):
+        for i in view.candidates():
             if i >= resume:
                 resume = self._visit(i)
+        self.total = view.count()
+        total = max(1, self.total)
+        self.found = [replace(c, position=c.position / total) for c in self.found]
 
     def _visit(self, i: int) -> int:
         """Look at line ``i`` (and what it starts); return the index of the next line to look at."""
-        lines, total = self.source.lines, max(1, len(self.source.lines))
-        raw = lines[i]
+        view = self.view
+        raw = view.get(i)
+        assert raw is not None
         text, prefix_rank = normalize(raw)
         if "Root Cause (first observed failure)" in text:
             j = i + 1
-            while j < min(len(lines), i + 40):
-                inner, _ = normalize(lines[j])
+            while j < i + 40 and (line := view.get(j)) is not None:
+                inner, _ = normalize(line)
                 if not self._root_cause_line(inner):
                     break
-                self._line(j, lines[j], inner, self.root_rank, total)  # its inline traceback, if any
+                self._line(j, line, inner, self.root_rank)  # its inline traceback, if any
                 j += 1
             return j + 1
         header = _TRACEBACK.search(text)
         if header is None:
-            self._line(i, raw, text, prefix_rank, total)
+            self._line(i, raw, text, prefix_rank)
             return i + 1
         # Python's "Exception ignored in: ..." tracebacks (a destructor failing during shutdown) are noise.
-        ignored = i > 0 and normalize(lines[i - 1])[0].startswith("Exception ignored in")
+        before = view.get(i - 1)
+        ignored = before is not None and normalize(before)[0].startswith("Exception ignored in")
         # IPython's header names the exception before the word Traceback ("RayTaskError(PermissionError)
         # Traceback (most recent call last)"), and its final line may never come: read the header too.
         if head := text[: header.start()].strip():
-            self._line(i, raw, head, prefix_rank, total)
+            self._line(i, raw, head, prefix_rank)
         last_frame: str | None = None
         caller: str | None = None  # the frame before the last one
         lookup = False  # the last frame is a framework's attribute-lookup hook
         loading = False  # a frame of checkpoint loading was passed
-        for j in range(i + 1, min(len(lines), i + _MAX_TRACEBACK)):
-            text, rank = normalize(lines[j])
+        for j in range(i + 1, i + _MAX_TRACEBACK):
+            line = view.get(j)
+            if line is None:
+                break
+            text, rank = normalize(line)
             frame = _FRAME.match(text)
             if frame:
                 caller, last_frame = last_frame, frame.group("path") or frame.group("ipython") or frame.group("rich")
@@ -241,10 +258,10 @@ class _Scanner:
             if exc:
                 if not ignored:
                     frame_of = caller if lookup and exc.group("type").endswith("AttributeError") else last_frame
-                    self._exception(j, lines[j], text, rank, exc, frame_of, total, loading)
+                    self._exception(j, line, text, rank, exc, frame_of, loading)
                 return j + 1
-            if self.rules.prefilter(lines[j]):
-                self._line(j, lines[j], text, rank, total)
+            if self.rules.prefilter(line):
+                self._line(j, line, text, rank)
         return i + 1
 
     def _root_cause_line(self, text: str) -> bool:
@@ -254,9 +271,7 @@ class _Scanner:
             self.root_host = self.root_host or m.group(1)
         return not text.startswith("=====") or self.root_rank is None
 
-    def _line(
-        self, i: int, raw: str, text: str, rank: int | None, total: int, severity: str = "error"
-    ) -> list[Candidate]:
+    def _line(self, i: int, raw: str, text: str, rank: int | None, severity: str = "error") -> list[Candidate]:
         """Candidates from one line; ``severity`` is what its place says (a traceback's final exception
         is fatal), lowered to a warning when the line says it is one, raised by a rule that knows better."""
         if severity == "error" and _WARNING_LEVEL.search(raw[:80]):
@@ -270,16 +285,14 @@ class _Scanner:
         if code is not None and XID_LINE.search(text).start() < advice_at:  # type: ignore[union-attr]
             reason = xid_reason(code)
             if reason is not None:
-                added.append(self._add(i, raw, rank, total, reason, "root", 0.95, 100, f"xid-{code}", "fatal"))
+                added.append(self._add(i, raw, rank, reason, "root", 0.95, 100, f"xid-{code}", "fatal"))
             elif code in APPLICATION_XIDS:
-                added.append(self._add(i, raw, rank, total, "cuda_error", "cascade", 0.5, 25, f"xid-{code}"))
+                added.append(self._add(i, raw, rank, "cuda_error", "cascade", 0.5, 25, f"xid-{code}"))
         for rule, at in matched:
             if rule.role == "ignore" or at >= advice_at:
                 continue
             sev = _severity(rule.severity, severity)
-            added.append(
-                self._add(i, raw, rank, total, rule.reason, rule.role, rule.confidence, rule.priority, rule.id, sev)
-            )
+            added.append(self._add(i, raw, rank, rule.reason, rule.role, rule.confidence, rule.priority, rule.id, sev))
         return added
 
     def _exception(
@@ -290,10 +303,9 @@ class _Scanner:
         rank: int | None,
         exc: re.Match[str],
         frame: str | None,
-        total: int,
         loading: bool = False,
     ) -> None:
-        if self._line(i, raw, text, rank, total, "fatal"):
+        if self._line(i, raw, text, rank, "fatal"):
             return  # the message itself says what happened (CUDA error, NCCL error, OOM, ...)
         name = exc.group("type").rsplit(".", 1)[-1]
         if name in _CASCADE_EXCEPTIONS:
@@ -305,16 +317,15 @@ class _Scanner:
         specific = bool((exc.group("msg") or "").strip())
         if name in _SCRIPT_EXCEPTIONS:
             confidence = 0.75 if in_framework or name not in ("RuntimeError", "AssertionError") else 0.65
-            self._add(i, raw, rank, total, reason, "root", confidence, 50, f"exception-{name}", "fatal", specific)
+            self._add(i, raw, rank, reason, "root", confidence, 50, f"exception-{name}", "fatal", specific)
         elif name.endswith(("Error", "Exception")):
-            self._add(i, raw, rank, total, reason, "root", 0.6, 45, f"exception-{name}", "fatal", specific)
+            self._add(i, raw, rank, reason, "root", 0.6, 45, f"exception-{name}", "fatal", specific)
 
     def _add(
         self,
         i: int,
         raw: str,
         rank: int | None,
-        total: int,
         reason: str,
         role: str,
         confidence: float,
@@ -333,11 +344,13 @@ class _Scanner:
             node=self.node or syslog_host(raw) or _node_in_text(raw, reason),
             rank=self.source.rank if self.source.rank is not None else rank,
             when=_timestamp(raw),
-            position=i / total,
+            position=float(i),  # made a fraction of the file by scan()
             severity=severity,
             specific=specific,
         )
         self.found.append(candidate)
+        if role == "root":  # what came after it, while the view still holds those lines
+            self.progress[i + 1] = self.view.first_progress(i + 1)
         return candidate
 
 
@@ -366,19 +379,22 @@ def _outweighs(later: Candidate, c: Candidate) -> bool:
     return later.severity in ("error", "fatal", "exit") and later.specific
 
 
-def _weigh(found: list[Candidate], lines: Sequence[str], end: Candidate | None = None) -> list[Candidate]:
+def _weigh(
+    found: list[Candidate], total: int, progress: Mapping[int, int | None], end: Candidate | None = None
+) -> list[Candidate]:
     """Root candidates of one file that the run went on from, made cascades (the answer only when nothing
     else is): one that a later candidate of another reason in the same process follows, with training
     progress (a step or iteration line, a tqdm bar) between them (an OOM caught and retried, a transient
     error), or, for a warning, that a later specific error or exit outweighs (a "size mismatch" a loader
     that is not strict only reports). ``end`` is how the process ended when the collector knows it
-    (its exit status): it comes after every line."""
+    (its exit status): it comes after every line. ``progress`` maps a root candidate's line to the first
+    line of training progress after it (within `PROGRESS_WINDOW`), ``total`` is the file's line count."""
     later_ones = sorted(
         (c for c in found if c.evidence.line > 0 and (c.role == "root" or c.severity == "exit")),
         key=lambda c: c.evidence.line,
     )
     if end is not None:
-        later_ones.append(replace(end, evidence=replace(end.evidence, line=len(lines) + 1)))
+        later_ones.append(replace(end, evidence=replace(end.evidence, line=total + 1)))
     out = list(found)
     for k, c in enumerate(out):
         if c.role != "root" or c.evidence.line <= 0:
@@ -389,8 +405,8 @@ def _weigh(found: list[Candidate], lines: Sequence[str], end: Candidate | None =
             continue
         survived = c.severity == "warning" and any(_outweighs(d, c) for d in after)
         if not survived and after[0].role == "root":
-            stop = min(after[0].evidence.line - 1, c.evidence.line + 5000)
-            survived = any(_PROGRESS.search(line) for line in lines[c.evidence.line : stop])
+            went_on = progress.get(c.evidence.line)
+            survived = went_on is not None and went_on < after[0].evidence.line
         if survived:
             out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} (survived)")
     # A transfer that failed on the wire leaves the GPU work it fed broken: in one process, a CUDA fault
@@ -433,7 +449,7 @@ def scan(sources: Iterable[LogSource], rules_dir: str | None = None) -> tuple[li
         scanner.scan()
         exit_candidate = _from_exit(source)
         weigh = len(scanner.found) > 1 or (scanner.found and exit_candidate is not None)
-        found += _weigh(scanner.found, source.lines, exit_candidate) if weigh else scanner.found
+        found += _weigh(scanner.found, scanner.total, scanner.progress, exit_candidate) if weigh else scanner.found
         root_rank = root_rank if root_rank is not None else scanner.root_rank
         root_host = root_host or scanner.root_host
         if exit_candidate is not None:

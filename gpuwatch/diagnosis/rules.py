@@ -91,6 +91,8 @@ class RuleSet:
         self.rules = rules
         keywords = sorted({k for r in rules for k in r.keywords} | set(extra_keywords), key=len, reverse=True)
         alternation = "(?i)" + "|".join(re.escape(k) for k in keywords)
+        self.keywords = tuple(keywords)
+        self.alternation = alternation  # the prefilter's pattern, for a scan of a file's bytes (stream.py)
         self._line_search = re2.compile(alternation).search
         self._text_finditer = re2.compile(alternation.encode()).finditer
 
