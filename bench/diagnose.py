@@ -5,6 +5,14 @@ lines that pass), a naive loop that normalises every line and tries every rule's
 drain3 template mining (what the LLM excerpt uses), which touches every line by design.
 
     .venv/bin/python bench/diagnose.py [--lines 1000000] [--repeats 3]
+
+`--big` (issue 25): `gpuwatch diagnose --format json FILE` on big synthetic logs written to /tmp
+(bench/big_log.py), against `grep -E -i -c` with the rules' keywords on the same file in the same run
+(its output to a file), each a subprocess whose wall time and peak RSS are measured (its own rusage,
+from wait4); rounds interleaved, medians. The answer is checked against the engine's in-memory path
+(what `gpuwatch diagnose` did before it streamed), run once per file, measured the same way.
+
+    .venv/bin/python bench/diagnose.py --big [--sizes 300,1000] [--repeats 3] [--dir /tmp] [--keep]
 """
 
 from __future__ import annotations
@@ -89,7 +97,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--big", action="store_true", help="big log files: the CLI against grep (issue 25)")
+    ap.add_argument("--sizes", default="300,1000", help="with --big: file sizes in MB, comma-separated")
+    ap.add_argument("--dir", default="/tmp", help="with --big: where the files are written")
+    ap.add_argument("--keep", action="store_true", help="with --big: keep the files (and reuse them)")
+    ap.add_argument("--no-before", action="store_true", help="with --big: skip the in-memory path's run")
     args = ap.parse_args()
+    if args.big:
+        from big_log import run_big
+
+        run_big([int(s) for s in args.sizes.split(",")], args.repeats, Path(args.dir), args.keep, not args.no_before)
+        return
     lines = training_log(args.lines)
     source = [LogSource("train.log", lines)]
     result = diagnose_rules(source)

@@ -15,12 +15,11 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 from typing import BinaryIO, overload
 
-import re2
-
+from gpuwatch.diagnosis.bytescan import ByteScanner
 from gpuwatch.diagnosis.logview import LogView
 from gpuwatch.diagnosis.rules import RuleSet
 
@@ -28,7 +27,7 @@ CHUNK = 8 << 20
 _RARE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # the line breaks of str.splitlines besides \n, \r
 _SEP = re.compile(rb"\r\n|[\n\r\x0b\x0c\x1c-\x1e]|\xc2\x85|\xe2\x80[\xa8\xa9]")
 _RARE = re.compile(rb"[\x0b\x0c\x1c-\x1e]|\xc2\x85|\xe2\x80[\xa8\xa9]")
-_RARE_BYTES = frozenset(c.encode() for c in _RARE_BREAKS)
+_LONE_CR = re.compile(rb"\r(?!\n)")  # one pass, where bytes.count would take two (b"\r", then b"\r\n")
 
 
 class FileLines(Sequence[str]):
@@ -59,24 +58,18 @@ def streamable(rules: RuleSet) -> bool:
     return not any(c in k for k in rules.keywords for c in "\n\r" + _RARE_BREAKS)
 
 
-@lru_cache(maxsize=8)
-def _scan_pattern(alternation: str) -> re2._Regexp:
-    """The prefilter's keywords, and the rare line breaks (so a chunk holding one is counted exactly)."""
-    return re2.compile(f"{alternation}|(?-i:[\\x0b\\x0c\\x1c-\\x1e\\x{{85}}\\x{{2028}}\\x{{2029}}])".encode())
-
-
 class StreamView(LogView):
     """A log file read forward in chunks (see the module's docstring)."""
 
     def __init__(self, path: str, rules: RuleSet, chunk: int | None = None) -> None:
         super().__init__()
         self._path = path
-        self._pattern = _scan_pattern(rules.alternation)
+        self._scanner = ByteScanner(rules.alternation, rules.keywords)
         self._chunk = chunk or CHUNK
         self._f: BinaryIO | None = None
         self._buf = b""
         self._base = 0  # the file offset of _buf[0]
-        self._eof = False
+        self._eof = False  # whether _buf reaches the end of the file
         # The counting cursor: the line that starts at file offset _coff is line _cline.
         self._cline, self._coff = 0, 0
         # Lines split so far, consecutive: line _wfirst + k spans _wstart[k].._wend[k] (content, no
@@ -112,56 +105,72 @@ class StreamView(LogView):
     # ---------------------------------------------------------------- the scan
 
     def _scan(self) -> Iterator[int]:
+        """Regions of whole lines, each one read (no copy but the kernel's); the keyword hits in each,
+        as line numbers."""
         pos = 0
-        search = self._pattern.finditer
+        confirm = self._scanner.needs_confirming
         while True:
-            cut = self._cut(pos)
-            has_cr = self._buf.find(b"\r", pos - self._base, cut - self._base) >= 0
-            rare = False
-            last = -1
-            for m in search(self._buf, pos - self._base, cut - self._base):
-                if m.end() - m.start() <= 3 and m.group() in _RARE_BYTES:
-                    rare = True
+            self._read_region(pos)
+            cut = self._base + self._region_end
+            has_cr = self._buf.find(b"\r", 0, self._region_end) >= 0
+            hits, rare = self._scanner.hits(self._buf, self._region_end)
+            checked = -1
+            for off in hits:
+                line = self._line_of(off + pos, has_cr, rare)
+                if line == checked:
                     continue
-                line = self._line_of(m.start() + self._base, has_cr, rare)
-                if line != last:
-                    last = line
+                checked = line
+                if not confirm or self._confirmed(line):
                     yield line
             self._move_cursor(cut, has_cr, rare)
             if self._eof and cut >= self._base + len(self._buf):
                 self._total = self._cline + (1 if self._coff < cut else 0)
                 return
             pos = cut
-            self._drop()
 
-    def _cut(self, pos: int) -> int:
-        """Where the region from ``pos`` ends: after the buffer's last "\\n" (or a "\\r" that is not its
-        last byte), reading more until there is one; at the end of the file, the end."""
-        while not self._eof:
-            rel = pos - self._base
-            nl = self._buf.rfind(b"\n", rel)
-            if nl < 0:  # no "\n" after this "\r", so it is no "\r\n" cut in two
-                nl = self._buf.rfind(b"\r", rel, len(self._buf) - 1)
+    def _read_region(self, pos: int) -> None:
+        """Read from ``pos`` a chunk, and more until it holds a line break; the region ends after its
+        last "\\n" (or a "\\r" that is not its last byte), or at the end of the file."""
+        assert self._f is not None
+        self._f.seek(pos)
+        self._buf, self._base = self._f.read(self._chunk), pos
+        self._eof = len(self._buf) < self._chunk
+        while True:
+            if self._eof:
+                self._region_end = len(self._buf)
+                return
+            nl = self._buf.rfind(b"\n")
+            if nl < 0:  # no "\n", so a "\r" before the last byte is no "\r\n" cut in two
+                nl = self._buf.rfind(b"\r", 0, len(self._buf) - 1)
             if nl >= 0:
-                return self._base + nl + 1
+                self._region_end = nl + 1
+                return
             self._fill()
-        return self._base + len(self._buf)
 
     def _fill(self) -> None:
+        """Read the next chunk onto the buffer (a look ahead, or a line longer than a chunk)."""
         assert self._f is not None
+        self._f.seek(self._base + len(self._buf))
         more = self._f.read(self._chunk)
-        if more:
-            self._buf += more
-        else:
-            self._eof = True
+        self._eof = len(more) < self._chunk
+        self._buf += more
 
-    def _drop(self) -> None:
-        """Forget the bytes before the line before the first one the scan may still ask for."""
-        keep = min(self._coff, self._wstart[0] if self._wstart else self._wnext)
-        keep = self._line_start_before(keep) if keep > self._base else keep
-        if keep > self._base:
-            self._buf = self._buf[keep - self._base :]
-            self._base = keep
+    def _ensure_from(self, offset: int) -> None:
+        """Read back to file offset ``offset`` (the line before a region's first, say)."""
+        if offset < self._base:
+            assert self._f is not None
+            self._f.seek(offset)
+            self._buf = self._f.read(self._base - offset) + self._buf
+            self._base = offset
+
+    def _confirmed(self, line: int) -> bool:
+        """Whether the exact prefilter passes the line (a Hyperscan hit's line)."""
+        k = line - self._wfirst
+        while k >= len(self._wstart):
+            if not self._split_next():
+                return False
+        start, end = self._wstart[k] - self._base, self._wend[k] - self._base
+        return self._scanner.exact.search(self._buf, start, end) is not None
 
     # ---------------------------------------------------------------- counting and splitting
 
@@ -170,7 +179,7 @@ class StreamView(LogView):
         buf, a, b = self._buf, a - self._base, b - self._base
         n = buf.count(b"\n", a, b)
         if has_cr:
-            n += buf.count(b"\r", a, b) - buf.count(b"\r\n", a, b)
+            n += len(_LONE_CR.findall(buf, a, b))
         if rare:
             n += len(_RARE.findall(buf, a, b))
         return n
@@ -242,6 +251,7 @@ class StreamView(LogView):
 
     def _break_start(self, start: int) -> int:
         """Where the line break that ends at file offset ``start`` (a line's start) begins."""
+        self._ensure_from(max(0, start - 3))
         buf, rel = self._buf, start - self._base
         if buf[rel - 1] == 0x0A:
             return start - 2 if rel > 1 and buf[rel - 2] == 0x0D else start - 1
@@ -252,15 +262,23 @@ class StreamView(LogView):
         return start - 1
 
     def _line_start_before(self, start: int) -> int:
-        """Where the line before the one that starts at ``start`` starts (``start`` > the buffer's base)."""
-        return self._break_end(self._base, self._break_start(start), True, True)
+        """Where the line before the one that starts at ``start`` (> 0) starts."""
+        sep, span = self._break_start(start), 4096
+        while True:
+            self._ensure_from(max(0, sep - span))
+            found = self._break_end(self._base, sep, True, True)
+            if found > self._base or self._base == 0:
+                return found
+            span *= 8
 
     def _before_window(self) -> str | None:
         """The line before the first split one (the scan looks one line back, before a traceback)."""
         first = self._wstart[0] if self._wstart else self._wnext
-        if first <= self._base:
+        if first == 0:
             return None
         return self._text(self._line_start_before(first), self._break_start(first))
 
     def _text(self, start: int, end: int) -> str:
+        while self._base + len(self._buf) < end and not self._eof:
+            self._fill()
         return self._buf[start - self._base : end - self._base].decode("utf-8", "replace")

@@ -1,0 +1,91 @@
+"""The prefilter over a file's bytes: where in a block the rules' keywords occur, and whether the block
+holds one of the rare line breaks of `str.splitlines` ("\\v", "\\f", "\\x1c"-"\\x1e", NEL, U+2028,
+U+2029), which the line count must then look for.
+
+Hyperscan (SIMD literal matching, ~1 GB/s here) finds the keywords when it is installed and every
+keyword is ASCII; RE2's DFA (~300 MB/s) otherwise. The answer must be the RE2 prefilter's (a bytes
+pattern, so UTF-8 with Unicode case folding), so Hyperscan's hits are a superset (ASCII case folding,
+plus any long s U+017F or Kelvin sign U+212A, the two non-ASCII letters that fold to ASCII ones) and a line it flags
+is confirmed by RE2 on that line's bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+import re2
+
+try:  # optional: x86-64 wheels bundle the library; without it RE2 scans alone
+    import hyperscan
+except ImportError:  # pragma: no cover - depends on the platform
+    hyperscan = None
+
+_RARE_RE2 = "[\\x0b\\x0c\\x1c-\\x1e\\x{85}\\x{2028}\\x{2029}]"
+_RARE_HS = (rb"[\x0b\x0c\x1c-\x1e]", rb"\xc2\x85", rb"\xe2\x80[\xa8\xa9]")
+_FOLDS_TO_ASCII = (rb"\xc5\xbf", rb"\xe2\x84\xaa")  # the long s folds to s, the Kelvin sign to k
+_KEYWORD, _RARE = 0, 1
+
+
+class ByteScanner:
+    """Keyword hits in a block of bytes, for one set of keywords (its prefilter's alternation)."""
+
+    def __init__(self, alternation: str, keywords: tuple[str, ...]) -> None:
+        self.exact = _exact(alternation)
+        self._re2 = _with_breaks(alternation)
+        ascii_only = all(k.isascii() for k in keywords)
+        self._hs = _hyperscan(keywords) if hyperscan is not None and ascii_only else None
+        self._scratch: Any = hyperscan.Scratch(self._hs) if self._hs is not None else None
+
+    @property
+    def needs_confirming(self) -> bool:
+        """Whether a hit's line must be confirmed with ``exact`` (Hyperscan's hits are a superset)."""
+        return self._hs is not None
+
+    def hits(self, block: bytes, end: int) -> tuple[list[int], bool]:
+        """Offsets in ``block[:end]`` inside keyword matches, ascending; and whether a rare break is there."""
+        if self._hs is None:
+            offsets, rare = [], False
+            for m in self._re2.finditer(block, 0, end):
+                if m.end() - m.start() <= 3 and _RARE_BREAK.fullmatch(m.group()):
+                    rare = True
+                else:
+                    offsets.append(m.start())
+            return offsets, rare
+        found: list[int] = []
+        kinds: set[int] = set()
+
+        def on_match(kind: int, _start: int, stop: int, _flags: int, _context: object) -> None:
+            if kind == _KEYWORD:
+                found.append(stop - 1)
+            else:
+                kinds.add(kind)
+
+        self._hs.scan(memoryview(block)[:end], match_event_handler=on_match, scratch=self._scratch)
+        found.sort()
+        return found, _RARE in kinds
+
+
+_RARE_BREAK = re.compile(rb"[\x0b\x0c\x1c-\x1e]|\xc2\x85|\xe2\x80[\xa8\xa9]")
+
+
+@lru_cache(maxsize=8)
+def _exact(alternation: str) -> re2._Regexp:
+    """The prefilter as `RuleSet.candidate_lines` runs it: a bytes pattern (UTF-8, Unicode folding)."""
+    return re2.compile(alternation.encode())
+
+
+@lru_cache(maxsize=8)
+def _with_breaks(alternation: str) -> re2._Regexp:
+    return re2.compile(f"{alternation}|(?-i:{_RARE_RE2})".encode())
+
+
+@lru_cache(maxsize=8)
+def _hyperscan(keywords: tuple[str, ...]) -> Any:
+    expressions = [re.escape(k).encode() for k in keywords] + list(_FOLDS_TO_ASCII) + list(_RARE_HS)
+    kinds = [_KEYWORD] * (len(keywords) + len(_FOLDS_TO_ASCII)) + [_RARE] * len(_RARE_HS)
+    flags = [hyperscan.HS_FLAG_CASELESS] * len(keywords) + [0] * (len(_FOLDS_TO_ASCII) + len(_RARE_HS))
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=expressions, ids=kinds, elements=len(expressions), flags=flags)
+    return db
