@@ -100,8 +100,11 @@ def write_log(path: Path, size_mb: int, seed: int = 25) -> int:
     written, lines, i = 0, 0, 0
     survived_at = target // 30
     with open(path, "w", encoding="utf-8", newline="") as f:
-        block = [f"gpu-a07:41233:41233 [{r}] NCCL INFO Channel {c:02d}/32 : 0 1 2 3 4 5 6 7\n" for r in range(8)
-                 for c in range(32)]
+        block = [
+            f"gpu-a07:41233:41233 [{r}] NCCL INFO Channel {c:02d}/32 : 0 1 2 3 4 5 6 7\n"
+            for r in range(8)
+            for c in range(32)
+        ]
         while True:
             for _ in range(20_000):
                 r = rng.random()
@@ -166,12 +169,20 @@ def _answer(path: Path) -> dict:
     return {k: d[k] for k in ("reason", "node", "rank", "evidence", "rule")}
 
 
-def run_big(sizes: list[int], repeats: int, where: Path, keep: bool, before: bool) -> None:
+def _checkout(rev: str, into: Path) -> dict[str, str]:
+    """The environment that imports revision ``rev``'s gpuwatch (extracted into ``into``)."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "gpuwatch"], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return {**os.environ, "PYTHONPATH": str(into)}
+
+
+def run_big(sizes: list[int], repeats: int, where: Path, keep: bool, before: bool, before_rev: str | None) -> None:
     pattern = grep_pattern()
     gpuwatch = str(Path(sys.executable).with_name("gpuwatch"))
     rows = []
     with tempfile.TemporaryDirectory(dir=where) as scratch:
         out = Path(scratch)
+        env = _checkout(before_rev, out) if before and before_rev else None
         for size in sizes:
             log = where / f"gpuwatch-bench-{size}mb.log"
             t0 = time.perf_counter()
@@ -183,7 +194,7 @@ def run_big(sizes: list[int], repeats: int, where: Path, keep: bool, before: boo
             ours_cmd = [gpuwatch, "diagnose", "--format", "json", str(log)]
             before_s = before_mb = None
             if before:
-                before_s, before_mb = _measure([sys.executable, "-c", _BEFORE, str(log)], out / "before.json")
+                before_s, before_mb = _measure([sys.executable, "-c", _BEFORE, str(log)], out / "before.json", env)
             grep_runs, ours_runs = [], []
             for _ in range(repeats):  # interleaved, so both meet the same machine
                 grep_runs.append(_measure(grep_cmd, out / "grep.txt"))
@@ -199,11 +210,14 @@ def run_big(sizes: list[int], repeats: int, where: Path, keep: bool, before: boo
             print(f"  grep {grep_runs}\n  gpuwatch {ours_runs}\n  before {before_s} s {before_mb} MB", flush=True)
             if not keep:
                 log.unlink()
-    print(f"\nmedians of {repeats}, interleaved; the answer: {answer['reason']}, rank {answer['rank']}, "
-          f"{answer['evidence'][0]['file']}:{answer['evidence'][0]['line']}" + (", the same as before" if before else ""))
+    where_ = f"{answer['evidence'][0]['file']}:{answer['evidence'][0]['line']}"
+    same = ", the same as before" if before else ""
+    print(f"\nmedians of {repeats}, interleaved; the answer: {answer['reason']}, rank {answer['rank']}, {where_}{same}")
     print("| log | grep -E -i -c: s / peak RSS | gpuwatch diagnose: s / peak RSS | wall ratio | before (in memory) |")
     print("|---|---|---|---|---|")
-    for size, nbytes, g_s, g_mb, o_s, o_mb, b_s, b_mb in rows:
+    for _size, nbytes, g_s, g_mb, o_s, o_mb, b_s, b_mb in rows:
         prior = f"{b_s:.2f} s / {b_mb:,.0f} MB" if b_s is not None else "-"
-        print(f"| {nbytes / 1e6:,.0f} MB | {g_s:.2f} s / {g_mb:.0f} MB | {o_s:.2f} s / {o_mb:.0f} MB | "
-              f"{o_s / g_s:.2f}× | {prior} |")
+        print(
+            f"| {nbytes / 1e6:,.0f} MB | {g_s:.2f} s / {g_mb:.0f} MB | {o_s:.2f} s / {o_mb:.0f} MB | "
+            f"{o_s / g_s:.2f}x | {prior} |"
+        )

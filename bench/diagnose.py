@@ -10,9 +10,11 @@ drain3 template mining (what the LLM excerpt uses), which touches every line by 
 (bench/big_log.py), against `grep -E -i -c` with the rules' keywords on the same file in the same run
 (its output to a file), each a subprocess whose wall time and peak RSS are measured (its own rusage,
 from wait4); rounds interleaved, medians. The answer is checked against the engine's in-memory path
-(what `gpuwatch diagnose` did before it streamed), run once per file, measured the same way.
+(what `gpuwatch diagnose` did before it streamed; `--before-rev` runs that of another revision, say the
+commit before this change), run once per file, measured the same way.
 
     .venv/bin/python bench/diagnose.py --big [--sizes 300,1000] [--repeats 3] [--dir /tmp] [--keep]
+                                       [--no-before | --before-rev REV]
 """
 
 from __future__ import annotations
@@ -102,11 +104,13 @@ def main() -> None:
     ap.add_argument("--dir", default="/tmp", help="with --big: where the files are written")
     ap.add_argument("--keep", action="store_true", help="with --big: keep the files (and reuse them)")
     ap.add_argument("--no-before", action="store_true", help="with --big: skip the in-memory path's run")
+    ap.add_argument("--before-rev", help="with --big: run the in-memory path of this git revision (say main)")
     args = ap.parse_args()
     if args.big:
         from big_log import run_big
 
-        run_big([int(s) for s in args.sizes.split(",")], args.repeats, Path(args.dir), args.keep, not args.no_before)
+        sizes = [int(s) for s in args.sizes.split(",")]
+        run_big(sizes, args.repeats, Path(args.dir), args.keep, not args.no_before, args.before_rev)
         return
     lines = training_log(args.lines)
     source = [LogSource("train.log", lines)]

@@ -1,0 +1,193 @@
+"""A log file diagnosed as bytes (gpuwatch/diagnosis/stream.py) gives the answer its lines in memory give:
+the same reason, node, rank and evidence file:line, wherever the chunks happen to end."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gpuwatch.diagnosis import bytescan, stream
+from gpuwatch.diagnosis.corpus import case_dirs, load_case
+from gpuwatch.diagnosis.diagnose import read_sources
+from gpuwatch.diagnosis.engine import _ruleset, diagnose_rules
+from gpuwatch.diagnosis.model import LogSource
+from gpuwatch.diagnosis.stream import FileLines, StreamView
+from tests.helpers import TESTS
+
+CORPUS = TESTS / "data" / "failures"
+
+
+@pytest.fixture(params=["hyperscan", "re2"])
+def matcher(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Both ways of finding the keywords: Hyperscan (where installed) and RE2 alone."""
+    if request.param == "re2":
+        monkeypatch.setattr(bytescan, "hyperscan", None)
+    elif bytescan.hyperscan is None:
+        pytest.skip("hyperscan is not installed on this platform")
+    yield request.param
+
+
+def _in_memory(path: Path) -> list[str]:
+    """The lines as `gpuwatch diagnose` read them before it streamed."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read().splitlines()
+
+
+@pytest.mark.parametrize("chunk", [None, 7])
+def test_streamed_files_agree_with_lines_in_memory_on_every_corpus_case(
+    matcher: str, chunk: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if chunk is not None:  # 7 bytes: chunks end inside nearly every line, traceback and tqdm bar
+        monkeypatch.setattr(stream, "CHUNK", chunk)
+    cases = case_dirs(CORPUS)
+    assert len(cases) >= 400
+    differ = []
+    for case in cases:
+        _, sources = load_case(case)
+        streamed = [replace(s, lines=FileLines(case / s.file)) for s in sources]
+        want, got = diagnose_rules(sources).to_json(), diagnose_rules(streamed).to_json()
+        if got != want:
+            differ.append((case.name, want["reason"], got["reason"], want["evidence"][:1], got["evidence"][:1]))
+    assert not differ, differ
+
+
+# Pieces of text that exercise the byte-level line splitting: every line break of str.splitlines,
+# "\r\n" and "\r" side by side, undecodable and truncated UTF-8, characters that fold to ASCII keyword
+# letters (long s, Kelvin sign), keywords, tracebacks and progress lines.
+_PIECES = [
+    b"step 12 loss 0.5",
+    b"Traceback (most recent call last):",
+    b'  File "/x/train.py", line 3, in f',
+    b"RuntimeError: CUDA error: an illegal memory access was encountered",
+    b"\r\n",
+    b"\n",
+    b"\r",
+    b"\x0b",
+    b"\x0c",
+    b"\x1c",
+    b"\x1d",
+    b"\x1e",
+    b"\xc2\x85",
+    b"\xe2\x80\xa8",
+    b"\xe2\x80\xa9",
+    b"\xff",
+    b"\xe2\x80",
+    b"\xc2",
+    b"NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus",
+    b"CUDA out of memory.",
+    b"abc ",
+    b"SIGKILL",
+    "\u017figkill".encode(),
+    "\u212ailled".encode(),
+    b"Root Cause (first observed failure):",
+    b"  rank      : 3 (local_rank: 3)",
+    b"Exception ignored in: <function f>",
+]
+
+
+def test_lines_split_from_the_bytes_are_the_lines_of_the_decoded_text(matcher: str, tmp_path: Path) -> None:
+    rules = _ruleset(None)
+    rng = random.Random(25)
+    path = tmp_path / "log"
+    for _ in range(300):
+        path.write_bytes(b"".join(rng.choice(_PIECES) for _ in range(rng.randint(0, 40))))
+        lines = _in_memory(path)
+        for chunk in (1, 2, 3, 5, 64):
+            view = StreamView(str(path), rules, chunk)
+            seen = []
+            for i in view.candidates():
+                seen.append(i)
+                for j in (i - 1, *range(i, i + 12)):
+                    assert view.get(j) == (lines[j] if 0 <= j < len(lines) else None), (path.read_bytes(), chunk, j)
+            assert seen == rules.candidate_lines(lines), (path.read_bytes(), chunk)
+            assert view.count() == len(lines)
+
+
+_TQDM = "".join(
+    f"\rEpoch 1: {p:3d}%|{'█' * (p // 10)}{' ' * (10 - p // 10)}| {p * 49}/4900 [01:{p:02d}<08:00, 8.1it/s, loss=0.6]"
+    for p in (10, 11, 12)
+)
+_LOG = (
+    "".join(f"[rank1]: iteration {i:>6}/ 100000 | learning rate: 3.0E-04 | lm loss: 2.1E+00 |\n" for i in range(30))
+    + _TQDM
+    + "\r[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 1; 79.11 GiB total)\n"
+    + "".join(
+        f"[rank1]: iteration {i:>6}/ 100000 | learning rate: 3.0E-04 | lm loss: 2.1E+00 |\n" for i in range(30, 40)
+    )
+    + "[rank1]: Traceback (most recent call last):\n"
+    + '[rank1]:   File "/work/train.py", line 10, in <module>\n'
+    + "[rank1]:     loss.backward()\n"
+    + '[rank1]:   File "/usr/lib/python3/dist-packages/torch/_tensor.py", line 522, in backward\n'
+    + "[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    + "[rank1]: CUDA kernel errors might be asynchronously reported at some other API call\n"
+    + "[rank0]: [E ProcessGroupNCCL.cpp:563] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9)\n"
+)
+
+
+def test_chunks_ending_inside_a_line_a_traceback_and_a_tqdm_bar_change_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "train.log"
+    data = _LOG.encode()
+    path.write_bytes(data)
+    lines = _in_memory(path)
+    want = diagnose_rules([LogSource(str(path), lines)])
+    # The OOM glued after the bar was survived (training went on), the illegal memory access was not.
+    assert (want.reason, want.rank) == ("cuda_error", 1)
+    assert (
+        want.evidence[0].line
+        == lines.index("[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered") + 1
+    )
+    assert "gpu_oom" in want.explanation
+    tqdm = (data.index(b"\rEpoch"), data.index(b"\n", data.index(b"\rEpoch")))
+    traceback = (data.index(b"[rank1]: Traceback"), data.index(b"[rank1]: CUDA kernel"))
+    inside = {"tqdm": 0, "traceback": 0, "line": 0}
+    for chunk in range(1, 400):
+        for name, (a, b) in (("tqdm", tqdm), ("traceback", traceback), ("line", (0, len(data)))):
+            inside[name] += any(a < k * chunk < b and data[k * chunk - 1 : k * chunk] != b"\n" for k in range(1, 300))
+        stream.CHUNK, saved = chunk, stream.CHUNK
+        try:
+            got = diagnose_rules(read_sources([path]))
+        finally:
+            stream.CHUNK = saved
+        assert got == want, chunk
+    assert min(inside.values()) > 100, inside
+
+
+def test_memory_is_bounded_by_the_chunk_whatever_the_size(tmp_path: Path) -> None:
+    """The buffer holds a region and what the rules look at around a match, never the file."""
+    path = tmp_path / "big.log"
+    step = "".join(f"iteration {i:>8}/ 900000 | learning rate: 3.0E-04 | lm loss: 2.1E+00 |\n" for i in range(1000))
+    with open(path, "w") as f:
+        for k in range(80):  # ~5.8 MB, a failure near the end and a warning on the way
+            f.write(step)
+            if k == 3:
+                f.write("UserWarning: torch/utils/checkpoint.py: None of the inputs have requires_grad=True\n")
+        f.write("Traceback (most recent call last):\n" + "RuntimeError: CUDA error: misaligned address\n")
+        f.write(step[:2000])
+    chunk, biggest = 64 << 10, 0
+
+    class Watched(StreamView):
+        def _fill(self) -> None:
+            super()._fill()
+            nonlocal biggest
+            biggest = max(biggest, len(self._buf))
+
+        def _read_region(self, pos: int) -> None:
+            super()._read_region(pos)
+            nonlocal biggest
+            biggest = max(biggest, len(self._buf))
+
+    rules = _ruleset(None)
+    view = Watched(str(path), rules, chunk)
+    found = list(view.candidates())
+    lines = _in_memory(path)
+    assert found == rules.candidate_lines(lines) and len(found) == 3 and view.count() == len(lines)
+    assert path.stat().st_size > 5_000_000 and biggest <= 2 * chunk, biggest
+
+
+def test_a_file_that_cannot_be_read_is_refused_before_any_diagnosis(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        read_sources([tmp_path / "missing.log"])
