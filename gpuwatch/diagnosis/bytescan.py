@@ -34,9 +34,8 @@ class ByteScanner:
     def __init__(self, alternation: str, keywords: tuple[str, ...]) -> None:
         self.exact = _exact(alternation)
         self._re2 = _with_breaks(alternation)
-        ascii_only = all(k.isascii() for k in keywords)
+        ascii_only = all(k.isascii() and "\n" not in k for k in keywords)  # then a hit's line is its match's
         self._hs = _hyperscan(keywords) if hyperscan is not None and ascii_only else None
-        self._scratch: Any = hyperscan.Scratch(self._hs) if self._hs is not None else None
 
     @property
     def needs_confirming(self) -> bool:
@@ -62,7 +61,8 @@ class ByteScanner:
             else:
                 kinds.add(kind)
 
-        self._hs.scan(memoryview(block)[:end], match_event_handler=on_match, scratch=self._scratch)
+        # A scratch per scan (28 us): one scanner may serve several threads of a server at once.
+        self._hs.scan(memoryview(block)[:end], match_event_handler=on_match, scratch=hyperscan.Scratch(self._hs))
         found.sort()
         return found, _RARE in kinds
 

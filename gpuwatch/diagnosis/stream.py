@@ -19,7 +19,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import BinaryIO, overload
 
-from gpuwatch.diagnosis.bytescan import ByteScanner
 from gpuwatch.diagnosis.logview import LogView
 from gpuwatch.diagnosis.rules import RuleSet
 
@@ -64,7 +63,7 @@ class StreamView(LogView):
     def __init__(self, path: str, rules: RuleSet, chunk: int | None = None) -> None:
         super().__init__()
         self._path = path
-        self._scanner = ByteScanner(rules.alternation, rules.keywords)
+        self._scanner = rules.byte_scanner
         self._chunk = chunk or CHUNK
         self._f: BinaryIO | None = None
         self._buf = b""

@@ -9,11 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import re2
 
 from gpuwatch.diagnosis import bytescan, stream
 from gpuwatch.diagnosis.corpus import case_dirs, load_case
 from gpuwatch.diagnosis.diagnose import read_sources
-from gpuwatch.diagnosis.engine import _ruleset, diagnose_rules
+from gpuwatch.diagnosis.engine import _compiled, _ruleset, diagnose_rules
 from gpuwatch.diagnosis.model import LogSource
 from gpuwatch.diagnosis.stream import FileLines, StreamView
 from tests.helpers import TESTS
@@ -28,7 +29,9 @@ def matcher(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.setattr(bytescan, "hyperscan", None)
     elif bytescan.hyperscan is None:
         pytest.skip("hyperscan is not installed on this platform")
+    _compiled.cache_clear()  # the rules' byte scanner is made with the rules
     yield request.param
+    _compiled.cache_clear()
 
 
 def _in_memory(path: Path) -> list[str]:
@@ -89,6 +92,12 @@ _PIECES = [
 ]
 
 
+def _prefiltered(lines: list[str], alternation: str) -> list[int]:
+    """The lines the prefilter passed before Hyperscan: RE2's bytes pattern over the joined lines."""
+    data = "\n".join(lines).encode("utf-8", errors="surrogatepass")
+    return sorted({data.count(b"\n", 0, m.start()) for m in re2.compile(alternation.encode()).finditer(data)})
+
+
 def test_lines_split_from_the_bytes_are_the_lines_of_the_decoded_text(matcher: str, tmp_path: Path) -> None:
     rules = _ruleset(None)
     rng = random.Random(25)
@@ -96,6 +105,7 @@ def test_lines_split_from_the_bytes_are_the_lines_of_the_decoded_text(matcher: s
     for _ in range(300):
         path.write_bytes(b"".join(rng.choice(_PIECES) for _ in range(rng.randint(0, 40))))
         lines = _in_memory(path)
+        assert rules.candidate_lines(lines) == _prefiltered(lines, rules.alternation), path.read_bytes()
         for chunk in (1, 2, 3, 5, 64):
             view = StreamView(str(path), rules, chunk)
             seen = []
