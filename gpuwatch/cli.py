@@ -9,14 +9,19 @@ SQLAlchemy, NVML, matplotlib) only when that command runs.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import sys
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gpuwatch.config import Settings, load_settings
+if TYPE_CHECKING:  # the settings (pydantic) are imported by the commands that read them
+    from gpuwatch.config import Settings
+    from gpuwatch.diagnosis.model import Diagnosis
 
 app = typer.Typer(help="GPU cluster observability and failure diagnosis.", no_args_is_help=True, add_completion=False)
 
@@ -29,6 +34,8 @@ DbOpt = Annotated[str | None, typer.Option("--database-url", help="SQLAlchemy UR
 
 def settings_for(config: Path | None, **overrides: object) -> Settings:
     """The settings of a command (flags override env and file), with logging set up from them."""
+    from gpuwatch.config import load_settings
+
     settings = load_settings(config, **overrides)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request would drown the agent's log
@@ -59,15 +66,22 @@ def diagnose(
     Needs no server; the LLM analyser is asked only when an endpoint and a model are configured
     (GPUWATCH_LLM_BASE_URL and GPUWATCH_LLM_MODEL, the GPUWATCH_CONFIG file, or --llm-url and
     --llm-model) and the rules are not confident."""
-    import json
-
-    from pydantic import ValidationError
-
     from gpuwatch.diagnosis.diagnose import diagnose as run_diagnosis
     from gpuwatch.diagnosis.diagnose import read_sources
 
     if format not in ("text", "json"):
         raise typer.BadParameter("--format must be text or json")
+    flags = (llm_url, llm_model, llm_timeout, llm_budget, llm_min_confidence)
+    if all(f is None for f in flags) and not any(k.upper().startswith("GPUWATCH_") for k in os.environ):
+        # Nothing could configure an LLM (flags, GPUWATCH_* variables, the GPUWATCH_CONFIG file), so
+        # there are no settings to read: their model's import was half the command's start-up.
+        result = run_diagnosis(read_sources(logfiles), rules_dir=str(rules_dir) if rules_dir else None)
+        _print_diagnosis(result, format)
+        return
+    from pydantic import ValidationError
+
+    from gpuwatch.config import load_settings
+
     try:
         settings = load_settings(
             llm_base_url=llm_url,
@@ -85,6 +99,10 @@ def diagnose(
 
         llm = LlmAnalyser.from_settings(settings)
     result = run_diagnosis(read_sources(logfiles), llm=llm, rules_dir=str(rules_dir) if rules_dir else None)
+    _print_diagnosis(result, format)
+
+
+def _print_diagnosis(result: Diagnosis, format: str) -> None:
     if format == "json":
         typer.echo(json.dumps(result.to_json()))
         return
@@ -166,6 +184,9 @@ def rules_suggest(
 
 
 def main() -> None:
-    for plugin in entry_points(group="gpuwatch.commands"):
-        plugin.load()(app)
+    # `diagnose` is this module's own and needs no plugin: their imports (the settings model among
+    # them) were two thirds of its start-up, which counts against a big log (docs/diagnosis-over-bytes.md).
+    if sys.argv[1:2] != ["diagnose"]:
+        for plugin in entry_points(group="gpuwatch.commands"):
+            plugin.load()(app)
     app()
