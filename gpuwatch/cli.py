@@ -185,7 +185,7 @@ def rules_suggest(
 
 def main() -> None:
     # `diagnose` is this module's own and needs no plugin: their imports (the settings model among
-    # them) were two thirds of its start-up, which counts against a big log (docs/diagnosis-over-bytes.md).
+    # them) were two thirds of its start-up, which counts against a big log (docs/diagnosis.md).
     if sys.argv[1:2] != ["diagnose"]:
         for plugin in entry_points(group="gpuwatch.commands"):
             plugin.load()(app)
