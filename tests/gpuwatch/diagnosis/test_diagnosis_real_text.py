@@ -1251,3 +1251,69 @@ tj1-asr-train-v100-13:941227:943077 [0] NCCL INFO bootstrap.cc:95 -> 2
 RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:410, unhandled system error, NCCL version 2.4.8
 """
     assert _reason(text) == "network_error"
+
+
+def test_a_dataloader_that_ran_out_of_file_descriptors_is_the_dataloader() -> None:
+    """openclimatefix-archives/predict_pv_yield#110 (case 512): the RuntimeError is raised inside torch's
+    DataLoader, but its message names the workers: the message first, the frame second."""
+    text = """
+Epoch 3:  41%|████      | 2053/5000 [22:58<32:58,  1.49it/s, loss=0.0409, v_num=1121]
+Traceback (most recent call last):
+  File "/opt/conda/lib/python3.9/site-packages/torch/utils/data/dataloader.py", line 1003, in _try_get_data
+    raise RuntimeError(
+RuntimeError: Too many open files. Communication with the workers is no longer possible. Please increase the limit using `ulimit -n` in the shell or change the sharing strategy by calling `torch.multiprocessing.set_sharing_strategy('file_system')` at the beginning of your code
+"""
+    assert _reason(text) == "dataloader_error"
+
+
+_WATCHDOG_FRAMES = """
+[2025-01-21 17:40:12,004] INFO: running validation on 2 GPUs
+frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x1554e8b12f86 in /opt/torch/lib/libc10.so)
+frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, std::ratio<1l, 1000l> > >) + 0x1d2 (0x1554e9e0f8f2 in /opt/torch/lib/libtorch_cuda.so)
+frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0x233 (0x1554e9e16333 in /opt/torch/lib/libtorch_cuda.so)
+frame #3: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x10c (0x1554e9e1871c in /opt/torch/lib/libtorch_cuda.so)
+
+Exception raised from ncclCommWatchdog at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1521 (most recent call first):
+"""
+
+
+def test_a_watchdog_timeout_known_only_by_its_frames() -> None:
+    """jpata/particleflow#390 (case 522): the excerpt keeps the watchdog's C++ frames but not its
+    sentence; `WorkNCCL::checkTimeout` is the frame that throws a timeout. It stays a cascade: a CUDA
+    fault the watchdog carries (its frames are `finishedGPUExecution`, not `checkTimeout`) still wins."""
+    assert _reason(_WATCHDOG_FRAMES) == "nccl_timeout"
+    with_fault = _WATCHDOG_FRAMES.replace(
+        "frame #0:",
+        "[rank1]:[E107 10:50:18.780482185 ProcessGroupNCCL.cpp:1504] [PG 0 (default_pg) Rank 1] Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered\nframe #0:",
+    )
+    assert _reason(with_fault) == "cuda_error"
+
+
+_NNUNET = """
+2024-04-12 14:36:17.012179: This split has 640 training and 160 validation cases.
+2024-04-12 14:36:17.071842: Unable to plot network architecture:
+2024-04-12 14:36:17.072695: No module named 'hiddenlayer'
+2024-04-12 14:36:17.085947: Epoch 0
+2024-04-12 14:36:17.086544: Current learning rate: 0.01
+using pin_memory on device 0
+Exception in background worker 11:
+ No data left in file
+Traceback (most recent call last):
+  File "/home/user/.conda/envs/nnUNet/lib/python3.11/site-packages/batchgenerators/dataloading/nondet_multi_threaded_augmenter.py", line 53, in producer
+    item = next(data_loader)
+"""
+
+
+def test_a_logged_missing_optional_module_is_survived_and_batchgenerators_workers_are_the_dataloader() -> None:
+    """MIC-DKFZ/nnUNet#2086 (case 548): nnU-Net logs "No module named 'hiddenlayer'" (no exception name)
+    and trains on; its batchgenerators background worker then fails. The bare message alone, or as a
+    traceback's last line, is still an import error."""
+    assert _reason(_NNUNET) == "dataloader_error"
+    assert _reason("2024-04-12 14:36:17.072695: No module named 'hiddenlayer'") == "import_error"
+    stripped = """
+Traceback (most recent call last):
+  File "train.py", line 3, in <module>
+    import hiddenlayer
+No module named 'hiddenlayer'
+"""
+    assert _reason(stripped) == "import_error"
