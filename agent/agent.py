@@ -13,7 +13,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import start_http_server
 
-from agent.api_client import ServerClient
+from agent.api_client import ServerClient, Unanswered
 from agent.attribution import JobDirectory
 from agent.batching import Pending, make_batch, spool_pending
 from agent.collectors.base import Collector, GpuCollector, GpuEvent, Reading, Resumable
@@ -23,6 +23,7 @@ from agent.metrics import AgentMetrics
 from agent.outbox import deliver_ended
 from agent.shipper import Backoff, Shipper
 from agent.spool import Spool
+from agent.stacks import StackResponder, find_py_spy
 from agent.state import AgentState
 from gpuwatch import __version__
 from gpuwatch.config import Settings
@@ -74,10 +75,18 @@ class Agent:
             heartbeat_s=settings.agent.heartbeat_s,
             backoff=Backoff(cap=settings.agent.backoff_max_s),
             batch_max_bytes=settings.agent.batch_max_bytes,
+            on_ack=self._on_ack,
         )
         #: What was read and not yet spooled; it leaves memory only once on disk.
         self.pending = Pending(settings.agent.pending_max_bytes)
         self.jobs = JobDirectory(socket.gethostname())
+        client = self.shipper.client
+        self.stacks = StackResponder(
+            fetch=lambda: tasks.tasks if not isinstance(tasks := client.stack_tasks(), Unanswered) else None,
+            send=client.answer_stacks,
+            processes=self.jobs.processes_of,
+            py_spy=find_py_spy(settings.agent.py_spy),
+        )
         # Filled by the local API's threads, drained by the main loop.
         self._client_lock = threading.Lock()
         self._steps: list[StepReport] = []
@@ -103,6 +112,7 @@ class Agent:
         sender = threading.Thread(target=self.shipper.run, args=(self.stop,), name="shipper", daemon=True)
         sender.start()
         threading.Thread(target=self._deliver_outboxes, name="outboxes", daemon=True).start()
+        threading.Thread(target=self.stacks.run, args=(self.stop,), name="stacks", daemon=True).start()
         self.local_api.start()
         s = self.settings.agent
         next_sample = next_flush = self.clock()
@@ -142,6 +152,11 @@ class Agent:
                     c.close()
                 except Exception:  # one collector's trouble does not keep the others open
                     log.exception("collector %s failed to close", name)
+
+    def _on_ack(self, ack: dict[str, Any]) -> None:
+        """A batch's acknowledgement: stack captures waiting for this node wake their thread."""
+        if ack.get("stack_tasks"):
+            self.stacks.wake()
 
     def _deliver_outboxes(self) -> None:
         """Deliver the run records of this node's supervisors that ended before the server heard of them

@@ -37,6 +37,8 @@ from gpuwatch.protocol import (
     RunExit,
     RunStart,
     RunStarted,
+    StackAnswer,
+    StackTasks,
 )
 
 M = TypeVar("M", bound=BaseModel)
@@ -60,6 +62,7 @@ class Unanswered:
 
 
 log = logging.getLogger("gpuwatch.agent.api_client")
+_JSON = {"Content-Type": "application/json"}
 
 
 class ServerClient:
@@ -124,6 +127,25 @@ class ServerClient:
         wait_s = max(0.0, min(wait_s, DECISION_WAIT_MAX_S))
         path = Api.RUN_DECISION.format(run_id=run_id)
         return self._call("GET", path, DecisionAnswer, params={"wait": wait_s}, timeout=wait_s + self.timeout_s)
+
+    # -- the agent's stack captures (agent/stacks.py) ------------------------------------------------
+
+    def stack_tasks(self) -> StackTasks | Unanswered:
+        """The stack captures the server asks of this node."""
+        return self._call("GET", Api.STACK_TASKS, StackTasks)
+
+    def answer_stacks(self, dump_id: int, body: StackAnswer) -> Unanswered | None:
+        """Post one capture's answer; None when the server took it."""
+        path = Api.STACK_TASK.format(dump_id=dump_id)
+        try:
+            resp = self._http.post(path, content=body.model_dump_json(exclude_none=True).encode(), headers=_JSON)
+        except httpx.TransportError as exc:
+            log.warning("server unreachable (POST %s: %s)", path, exc)
+            return Unanswered(detail=str(exc))
+        if resp.status_code >= 300:
+            log.warning("server refused POST %s: HTTP %d %s", path, resp.status_code, resp.text[:300])
+            return Unanswered(resp.status_code, retry_after(resp), resp.text[:300])
+        return None
 
     def _call(self, method: str, path: str, model: type[M], **kwargs: Any) -> M | Unanswered:
         try:

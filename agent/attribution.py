@@ -88,6 +88,13 @@ class JobDirectory:
             for pid in gone:
                 del self._known[pid]
 
+    def processes_of(self, job: str) -> list[JobProcess]:
+        """The live processes known to belong to ``job`` (registered by its client or found by their
+        environment): the only ones a stack capture for the job may look at."""
+        with self._lock:
+            known = [p for p in self._known.values() if p is not None and p.job == job]
+        return [p for p in known if (self._proc_root / str(p.pid)).exists()]
+
     def take_new(self) -> list[JobProcess]:
         with self._lock:
             new, self._new = self._new, []

@@ -8,6 +8,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 
@@ -59,8 +60,11 @@ class Shipper:
         heartbeat_s: float | None = 10.0,
         backoff: Backoff | None = None,
         batch_max_bytes: int = 4 * 1024 * 1024,
+        on_ack: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.client = client
+        #: Called with each batch acknowledgement (the agent learns of the server's stack captures from it).
+        self.on_ack = on_ack
         self.spool = spool
         self._registration = registration
         self._heartbeat_s = heartbeat_s
@@ -152,6 +156,13 @@ class Shipper:
         _check(resp, f"batch {item.batch_id}")
         self.spool.remove(item)
         self.sent_batches += 1
+        if self.on_ack is not None:
+            try:
+                ack = resp.json()
+            except ValueError:
+                return
+            if isinstance(ack, dict):
+                self.on_ack(ack)
 
     def _maybe_heartbeat(self) -> None:
         now = time.time()

@@ -87,6 +87,12 @@ class ServerSettings(_Group):
     straggler_min_s: float = Field(default=0.005, ge=0, description="… and by at least this many seconds")
     hang_timeout_s: float = Field(default=600.0, gt=0, description="default; a job may set its own")
     hang_check_s: float = Field(default=1.0, gt=0, description="how often jobs are checked for hangs")
+    hang_stacks_wait_s: float = Field(
+        default=20.0,
+        ge=0,
+        description="a hang's incident waits this long for its ranks' stacks (docs/hangs.md) before deciding; "
+        "0: no capture",
+    )
     max_rank_series: int = Field(default=64, ge=1, description="jobs with more ranks export job-level series only")
     read_auth: bool = Field(
         default=False, description="GET /api/v1/… needs a token too (any role); a node's token reads only its own logs"
@@ -162,6 +168,10 @@ class AgentSettings(_Group):
     simulate: int = Field(default=0, ge=0, le=64, description="simulated GPUs instead of NVML")
     client_port: int = Field(default=8601, ge=0, le=65535, description="loopback port for training clients")
     sysfs_root: Path = Field(default=Path("/sys"), description="where InfiniBand counters are read from")
+    py_spy: Path | None = Field(
+        default=None,
+        description="the py-spy binary that captures ranks' stacks (default: beside the agent's Python, else PATH)",
+    )
     collectors: dict[str, bool] = Field(
         default_factory=dict, description="agent collectors on or off by name, over their defaults"
     )

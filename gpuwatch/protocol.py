@@ -65,6 +65,10 @@ class Api:
     INCIDENT_PLOT = PREFIX + "/incidents/{incident_id}/plots/{gpu}.png"
     LOGS = PREFIX + "/logs"
     EVENTS = PREFIX + "/events"
+    JOB_STACKS = PREFIX + "/jobs/{job_id}/stacks"
+    STACK_REQUEST = PREFIX + "/stacks/{request_id}"
+    STACK_TASKS = PREFIX + "/stacks/tasks"
+    STACK_TASK = PREFIX + "/stacks/tasks/{dump_id}"
 
 
 def log_text(raw: bytes) -> str:
@@ -430,6 +434,9 @@ class BatchAck(_Model):
     server_time: float | None = Field(
         default=None, description="the server's clock as it answered: agents measure their clock's offset"
     )
+    stack_tasks: int = Field(
+        default=0, ge=0, description="stack captures waiting for this node: fetch them from the stack tasks route"
+    )
 
 
 class RegisterRequest(_Model):
@@ -606,3 +613,63 @@ DECISION_WAIT_MAX_S = 30.0
 def on_server_clock(ts: float | None, offset_s: float | None) -> float | None:
     """A node's time moved onto the server's clock by the node's measured offset (absent: as it is)."""
     return None if ts is None else ts + (offset_s or 0.0)
+
+
+# -- stack captures: the server asks a node's agent for the stacks of a job's ranks (hang localisation) ------
+
+
+class StackTask(_Model):
+    """One capture the server asks of this node: the stacks of ``job``'s ranks ``ranks`` that run here."""
+
+    dump_id: int = Field(ge=1, le=INT64)
+    job: str = _Name
+    ranks: list[int] = Field(default_factory=list, max_length=4096)
+
+
+class StackTasks(_Model):
+    tasks: list[StackTask] = Field(default_factory=list, max_length=1024)
+
+
+class StackFrame(_Model):
+    """One frame, innermost first in its thread: a Python function, or a native one (``native``)."""
+
+    function: str = Field(max_length=512)
+    file: str = Field(default="", max_length=1024, description="the file as py-spy shortens it (train.py)")
+    path: str = Field(default="", max_length=4096, description="the full path (tells library from user code)")
+    line: int = Field(default=0, ge=0, le=INT64)
+    native: bool = False
+
+
+class ThreadStack(_Model):
+    name: str = Field(default="", max_length=255)
+    active: bool = False
+    frames: list[StackFrame] = Field(default_factory=list, max_length=1024)
+
+
+class FlightRecord(_Model):
+    """What PyTorch's NCCL flight recorder dump of a rank says about the default process group: the
+    sequence number of the last collective it entered (enqueued), started and completed, and the last
+    operations recorded."""
+
+    path: str = Field(max_length=4096)
+    error: str | None = Field(default=None, max_length=2000, description="the dump could not be read")
+    entered: int | None = Field(default=None, ge=0, le=INT64)
+    started: int | None = Field(default=None, ge=0, le=INT64)
+    completed: int | None = Field(default=None, ge=0, le=INT64)
+    last_op: str | None = Field(default=None, max_length=255, description="e.g. nccl:all_reduce")
+    entries: list[dict[str, Any]] = Field(default_factory=list, max_length=64, description="{seq, op, state}")
+
+
+class RankStack(_Model):
+    """One rank's capture: its threads' stacks (py-spy), or why there are none, and its flight recorder."""
+
+    rank: int = Field(ge=0, le=INT64)
+    pid: int = Field(ge=1, le=INT64)
+    threads: list[ThreadStack] = Field(default_factory=list, max_length=1024)
+    native: bool = Field(default=False, description="native frames were asked for and given")
+    error: str | None = Field(default=None, max_length=2000)
+    flight_recorder: FlightRecord | None = None
+
+
+class StackAnswer(_Model):
+    ranks: list[RankStack] = Field(default_factory=list, max_length=4096)

@@ -18,7 +18,7 @@ from gpuwatch.protocol import Api
 from server.api.body import with_body_schemas
 from server.api.deps import ReadAccess
 from server.api.limits import RateLimiter
-from server.api.routes import admin, health, ingest, labels, read, recovery, reports, runs
+from server.api.routes import admin, health, ingest, labels, read, recovery, reports, runs, stacks
 from server.ingest.metrics import IngestMetrics
 from server.services import build
 
@@ -43,7 +43,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.limits = RateLimiter(settings.server.rate_limit_per_s, settings.server.rate_limit_burst)
     for module in (health, ingest):  # open, or each endpoint checks its node token
         app.include_router(module.router)
-    for module in (read, runs, recovery, reports, admin, labels):  # their GETs need a token with `read_auth`
+    for module in (read, runs, recovery, reports, admin, labels, stacks):  # their GETs need a token with `read_auth`
         app.include_router(module.router, dependencies=[ReadAccess])
 
     @app.exception_handler(DataError)

@@ -33,6 +33,7 @@ from server.incidents.metrics import IncidentMetrics
 from server.incidents.open_series import OpenIncidentCollector
 from server.incidents.pipeline import resume_due
 from server.incidents.recover import expire_exclusions
+from server.incidents.stack_requests import expire_due
 from server.ingest.apply import Folder
 from server.ingest.decode import mirror
 from server.ingest.first_steps import FirstSteps
@@ -95,6 +96,7 @@ class Services:
                 ("hang", lambda: record(self.incidents, self.detect_metrics, self.hangs.check())),
                 ("silent node", self.silence.check),
                 ("incident resume", lambda: resume_due(self.incidents)),
+                ("stack requests", lambda: expire_due(self.sessions, self.incidents.stacks)),
                 ("exclusion expiry", lambda: expire_exclusions(self.incidents)),
                 ("rollup flush", lambda: self.writer.flush_rollups(due_only=True)),
             ],

@@ -3,8 +3,9 @@
 No rank has finished a step for the job's hang timeout, and every GPU sample attributed to the job is
 idle (below the tracker's `idle_util`). A long step on busy GPUs is progress, not a hang. A job with
 no GPU samples at all (CPU-only) is judged on its steps alone. The watchdog checks every
-`hang_check_s`; a hung job opens a `hang` incident on its running run, decided at once (restart kills
-the hung run: its supervisor stops it when it sees the decision, a scheduler's executor requeues it).
+`hang_check_s`; a hung job opens a `hang` incident on its running run, decided once its ranks' stacks
+are in (server/incidents/hang_stacks.py). A restart kills the hung run: its supervisor stops it when it
+sees the decision, a scheduler's executor requeues it.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ class HangDetector:
 
 
 def open_hang_incident(ctx: IncidentContext, job_name: str, node_name: str | None, message: str) -> int | None:
-    """A hung job: a `hang` incident on its running run, decided at once."""
+    """A hung job: a `hang` incident on its running run. It asks for the ranks' stacks and decides once they
+    came or `hang_stacks_wait_s` passed (server/incidents/hang_stacks.py); at once when that is 0."""
     with ctx.sessions() as session:
         run = session.scalar(
             select(Run)
@@ -82,4 +84,8 @@ def open_hang_incident(ctx: IncidentContext, job_name: str, node_name: str | Non
     if node_id is None:
         return None
     log.warning("job %s hung: %s", job_name, message)
-    return open_incident(ctx, node_id=node_id, trigger="hang", run_id=run_id, result=diagnose_hang(message, node_name))
+    if ctx.settings.server.hang_stacks_wait_s <= 0:
+        return open_incident(
+            ctx, node_id=node_id, trigger="hang", run_id=run_id, result=diagnose_hang(message, node_name)
+        )
+    return open_incident(ctx, node_id=node_id, trigger="hang", run_id=run_id, hang=message)

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gpuwatch.config import Settings
 from server.incidents.metrics import IncidentMetrics
+from server.incidents.stack_requests import StackBoard
 from server.notify.webhooks import Notifier
 from server.telemetry.job_tracker import JobTracker
 from server.telemetry.latest import Telemetry
@@ -48,6 +49,7 @@ class IncidentContext:
     telemetry: Telemetry  # the node's recent GPU samples, kept with the incident
     jobs: JobTracker  # the job's last steps (lost work) and failures (MTBF)
     decided: DecisionBoard = field(default_factory=DecisionBoard)
+    stacks: StackBoard = field(default_factory=StackBoard)  # stack dumps pending per node, for the ingest acks
     notifier: Notifier | None = None
     llm: LlmAnalyser | None = None  # None: the LLM path is off
     alerts: AlertSender | None = None  # None: no Alertmanager configured

@@ -33,7 +33,7 @@ from gpuwatch.diagnosis.model import Diagnosis as Result
 from gpuwatch.diagnosis.model import LogSource
 from gpuwatch.diagnosis.xid import xid_event_line
 from gpuwatch.recovery import Decision, exit_failed
-from server.incidents import faults, recover, silent_nodes, snapshot
+from server.incidents import faults, hang_stacks, recover, silent_nodes, snapshot
 from server.incidents.context import IncidentContext
 from server.notify import notices
 from server.store.db import lock, transaction
@@ -70,6 +70,7 @@ def open_incident(
     checkpoint: dict[str, Any] | None = None,
     local: tuple[Decision, bool] | None = None,
     once_since: datetime | None = None,
+    hang: str | None = None,
 ) -> int | None:
     """Store a new incident and diagnose it on a timer thread (or at once, when ``result`` is given),
     then decide about the run (or record ``local``: the supervisor's own decision and whether it
@@ -77,7 +78,8 @@ def open_incident(
 
     Exactly once, across server replicas: a run gets one incident, and with ``once_since`` a node
     gets no second incident of the same trigger opened since then. The check and the insert hold a
-    database lock on (trigger, node or run); None when the incident exists already."""
+    database lock on (trigger, node or run); None when the incident exists already. ``hang``: the job
+    tracker's words about a hung job, whose diagnosis waits for its ranks' stacks (`hang_stacks`)."""
     with transaction(ctx.sessions) as session:
         lock(session, f"incident:{trigger}:{node_id}" if run_id is None else f"incident:run:{run_id}")
         if run_id is not None and session.scalar(select(Incident.id).where(Incident.run_id == run_id)) is not None:
@@ -107,7 +109,8 @@ def open_incident(
             state="open",
             snapshot=taken,
             due_at=datetime.fromtimestamp(now + settle, UTC),
-            inputs={"streams": [astuple(s) for s in streams], "checkpoint": checkpoint},
+            inputs={"streams": [astuple(s) for s in streams], "checkpoint": checkpoint}
+            | ({"hang": hang} if hang is not None else {}),
         )
         session.add(incident)
         session.flush()
@@ -144,15 +147,25 @@ def advance(ctx: IncidentContext, incident_id: int) -> None:
             if incident is None or incident.due_at is None:
                 return
             state, run_id, inputs = incident.state, incident.run_id, incident.inputs or {}
+            trigger = incident.trigger
         checkpoint = inputs.get("checkpoint")
         if state == "open":
             if (wait := silent_nodes.hold(ctx, incident_id)) is not None:  # a node's agent is silent
                 _wake(ctx, incident_id, wait)
                 return
-            streams = [StreamExit(*s) for s in inputs.get("streams") or []]
-            result = diagnose_incident(ctx, incident_id, streams)
-            if result is None:
-                return  # someone else diagnosed it meanwhile, and decides
+            if (wait := hang_stacks.hold(ctx, incident_id)) is not None:  # a hang waits for its ranks' stacks
+                _wake(ctx, incident_id, wait)
+                return
+            if trigger == "hang":
+                result = hang_stacks.diagnose(ctx, incident_id)
+                if not _store(ctx, incident_id, result):
+                    return
+            else:
+                streams = [StreamExit(*s) for s in inputs.get("streams") or []]
+                found = diagnose_incident(ctx, incident_id, streams)
+                if found is None:
+                    return  # someone else diagnosed it meanwhile, and decides
+                result = found
         elif state == "diagnosed":
             result = _stored(ctx, incident_id)
         elif state in ("decided", "acting"):

@@ -404,3 +404,36 @@ class JobRollup(Base):
     idle_gpu_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     util_gpu_seconds: Mapped[float] = mapped_column(Float, default=0.0, doc="sum of utilisation x period")
     energy_j: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class StackRequest(Base):
+    """A request for the stacks of every rank of a job (hang localisation): made when a hang opens an
+    incident, or by an operator (`gpuwatch job stacks`). Pending until every node's dump is in or its
+    deadline passes; then ``analysis`` holds the ranks grouped by stack and the suspects."""
+
+    __tablename__ = "stack_requests"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    incident_id: Mapped[int | None] = mapped_column(ForeignKey("incidents.id", ondelete="SET NULL"), index=True)
+    requested_by: Mapped[str] = mapped_column(String(255), doc="server (a hang) or the operator's token name")
+    state: Mapped[str] = mapped_column(String(16), default="pending", doc="pending, done or expired")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    deadline_at: Mapped[datetime] = mapped_column(UTCDateTime, doc="analysed with what came by then")
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    analysis: Mapped[dict[str, Any] | None] = mapped_column(JSON, doc="server.incidents.stacks.Localisation")
+
+
+class StackDump(Base):
+    """One node's part of a stack request: the ranks of the job there, and what its agent answered."""
+
+    __tablename__ = "stack_dumps"
+    __table_args__ = (Index("ix_stack_dumps_node_id_state", "node_id", "state"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    request_id: Mapped[int] = mapped_column(ForeignKey("stack_requests.id", ondelete="CASCADE"), index=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
+    ranks: Mapped[list[int]] = mapped_column(JSON, doc="the job's ranks on the node when it was asked")
+    state: Mapped[str] = mapped_column(String(16), default="pending", doc="pending, done or expired")
+    answered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    result: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, doc="gpuwatch.protocol.RankStack, one per rank")

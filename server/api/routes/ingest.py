@@ -83,4 +83,6 @@ async def ingest(request: Request, node: NodeDep, svc: ServicesDep) -> BatchAck:
     svc.ingest_metrics.latency.set(time.perf_counter() - started)  # the writer counted the batch, with its group
     if follow:
         await run_in_threadpool(svc.folder.follow_up, node, follow)
+    if tasks := svc.incidents.stacks.pending(node.id):  # stack captures asked of this node (stack_requests.py)
+        return result.ack.model_copy(update={"stack_tasks": tasks})
     return result.ack
