@@ -61,7 +61,9 @@ def capture(pid: int, rank: int, py_spy: str | None, *, timeout_s: float = PY_SP
     if py_spy is None:
         return RankStack(rank=rank, pid=pid, error="py-spy is not installed on this node (pip install py-spy)")
     error = ""
-    for native in (True, False):
+    # Native frames where py-spy can unwind them, else without; twice, for py-spy's occasional "Failed to
+    # find python version" on a process it reads fine a moment later.
+    for native in (True, False, True, False):
         args = [py_spy, "dump", "--pid", str(pid), "--json", *(["--native"] if native else [])]
         try:
             done = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, check=False)
@@ -73,17 +75,17 @@ def capture(pid: int, rank: int, py_spy: str | None, *, timeout_s: float = PY_SP
             return RankStack(rank=rank, pid=pid, error=f"py-spy could not run: {exc}")
         if done.returncode == 0:
             try:
-                return RankStack(rank=rank, pid=pid, threads=parse_dump(done.stdout), native=native)
+                return RankStack(rank=rank, pid=pid, threads=parse_dump(done.stdout, pid), native=native)
             except ValueError as exc:
                 return RankStack(rank=rank, pid=pid, error=f"py-spy's output was not understood: {exc}")
         error = (done.stderr or done.stdout).strip().splitlines()
         error = error[0] if error else f"exit status {done.returncode}"
-        if not native or not Path(f"/proc/{pid}").exists():
-            break  # without --native it failed too, or the process is gone
+        if not Path(f"/proc/{pid}").exists():
+            break  # the process is gone
     return RankStack(rank=rank, pid=pid, error=f"py-spy dump failed: {error}"[:2000])
 
 
-def parse_dump(text: str) -> list[ThreadStack]:
+def parse_dump(text: str, pid: int | None = None) -> list[ThreadStack]:
     """py-spy's ``dump --json`` output as threads (frames innermost first); ValueError when it is not that."""
     try:
         raw = json.loads(text)
@@ -104,7 +106,12 @@ def parse_dump(text: str) -> list[ThreadStack]:
             for f in (t.get("frames") or [])[:1024]
         ]
         threads.append(
-            ThreadStack(name=str(t.get("thread_name") or "")[:255], active=bool(t.get("active")), frames=frames)
+            ThreadStack(
+                name=str(t.get("thread_name") or "")[:255],
+                active=bool(t.get("active")),
+                main=pid is not None and t.get("os_thread_id") == pid,
+                frames=frames,
+            )
         )
     return threads
 

@@ -641,8 +641,9 @@ class StackFrame(_Model):
 
 
 class ThreadStack(_Model):
-    name: str = Field(default="", max_length=255)
+    name: str = Field(default="", max_length=255, description="Python's name of it, when py-spy could read it")
     active: bool = False
+    main: bool = Field(default=False, description="the process's main thread (its OS thread id is the pid)")
     frames: list[StackFrame] = Field(default_factory=list, max_length=1024)
 
 

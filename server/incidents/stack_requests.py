@@ -217,7 +217,8 @@ def captures(dumps: Iterable[StackDump], names: dict[int, str]) -> list[Capture]
 
 def _capture(r: RankStack, node: str) -> Capture:
     threads = [
-        (t.name, t.active, [Frame(f.function, f.file, f.line, f.path, f.native) for f in t.frames]) for t in r.threads
+        (t.name, t.active, t.main, [Frame(f.function, f.file, f.line, f.path, f.native) for f in t.frames])
+        for t in r.threads
     ]
     fr = r.flight_recorder
     flight = Flight(fr.entered, fr.completed, fr.last_op) if fr is not None and fr.error is None else None

@@ -150,14 +150,17 @@ class Localisation:
         }
 
 
-def main_frames(threads: Sequence[tuple[str, bool, Sequence[Frame]]]) -> tuple[Frame, ...]:
-    """The frames of a process's main thread: the one named MainThread, else the first active one,
-    else the first. ``threads``: (name, active, frames)."""
+def main_frames(threads: Sequence[tuple[str, bool, bool, Sequence[Frame]]]) -> tuple[Frame, ...]:
+    """The frames of a process's main thread: the one whose OS thread id is the pid (``main``), else the
+    one named MainThread, else the first active one, else the first. ``threads``: (name, active, main,
+    frames); py-spy cannot always read Python's thread names."""
     if not threads:
         return ()
-    named = [t for t in threads if t[0] == "MainThread"]
-    active = [t for t in threads if t[1]]
-    return tuple((named or active or list(threads))[0][2])
+    for pick in (lambda t: t[2], lambda t: t[0] == "MainThread", lambda t: t[1], lambda t: True):
+        found = [t for t in threads if pick(t)]
+        if found:
+            return tuple(found[0][3])
+    return ()
 
 
 def localise(captures: Sequence[Capture]) -> Localisation:
