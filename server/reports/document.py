@@ -90,3 +90,25 @@ class PostMortem:
     plotted: str = ""  # which GPUs the plots show and why, in words
     window: tuple[datetime, datetime] | None = None  # the plots' time span
     window_text: str = ""  # how that span was chosen, in words
+    stack_groups: StackGroups | None = None  # a hang's ranks grouped by stack (server/reports/stack_groups.py)
+
+
+@dataclass(frozen=True, slots=True)
+class StackGroupRow:
+    """Ranks whose stacks were alike when a hang was captured (server/incidents/stacks.py)."""
+
+    ranks: tuple[int, ...]
+    nodes: tuple[str, ...]
+    collective: str | None  # the collective they wait in, None: outside any
+    frames: tuple[str, ...]  # their innermost user frames, raw (escape when rendering)
+    suspect: bool
+    flight: str = ""  # what their flight recorders said
+
+
+@dataclass(frozen=True, slots=True)
+class StackGroups:
+    state: str  # the capture's: done, expired (some node did not answer), pending
+    why: str  # how the suspects were found, or why none was
+    groups: tuple[StackGroupRow, ...]
+    more: int = 0  # groups not shown
+    failed: tuple[str, ...] = ()  # ranks without a stack, and why

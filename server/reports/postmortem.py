@@ -20,7 +20,7 @@ from gpuwatch.config import Settings
 from gpuwatch.protocol import Api
 from gpuwatch.taxonomy import REASONS
 from server.incidents.snapshot import job_gpus_on
-from server.reports import markdown
+from server.reports import markdown, stack_groups
 from server.reports.document import (
     EvidenceLine,
     GpuPoint,
@@ -110,6 +110,7 @@ def build(session: Session, incident_id: int, settings: Settings, all_gpus: bool
         plotted=_plotted(incident, job_gpus, shown, plots, all_gpus),
         window=window,
         window_text=window_text,
+        stack_groups=stack_groups.gather(session, incident.id),
     )
 
 

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from urllib.parse import quote, urlsplit
 
 from server.reports import markdown
-from server.reports.document import EvidenceLine, GpuSeries, LostWork, PostMortem, TimelineEntry
+from server.reports.document import EvidenceLine, GpuSeries, LostWork, PostMortem, StackGroups, TimelineEntry
 from server.reports.numbers import significant
 
 log = logging.getLogger(__name__)
@@ -360,7 +360,26 @@ def _md_link(label: str, url: str | None, image: bool = False) -> str:
     return f"{'!' if image else ''}[{_md(label)}]({safe})"
 
 
-MarkdownSection = Callable[[PostMortem, dict[int, str]], list[str]]
+MarkdownSection = Callable[[PostMortem, dict[int, str]], list[str] | None]  # None: no such section here
+
+STACK_HEADER = ("", "ranks", "nodes", "waits in", "innermost frames")
+#: Ranks listed in a stack group's row at most.
+MAX_GROUP_RANKS = 16
+
+
+def _stack_rows(groups: StackGroups) -> list[tuple[str, str, str, str, str]]:
+    """A hang's stack groups as table rows: suspect mark, ranks, nodes, collective, frames."""
+    rows = []
+    for g in groups.groups:
+        ranks = ", ".join(map(str, g.ranks[:MAX_GROUP_RANKS]))
+        if len(g.ranks) > MAX_GROUP_RANKS:
+            ranks += f" … ({len(g.ranks)} ranks)"
+        frames = " < ".join(_line(f, 120) for f in g.frames) or "(no Python frame)"
+        waits = g.collective or "no collective"
+        if g.flight:
+            waits += f"; flight recorder: {_line(g.flight, 120)}"
+        rows.append(("SUSPECT" if g.suspect else "", ranks, _line(", ".join(g.nodes), 120), waits, frames))
+    return rows
 
 
 def _md_summary(pm: PostMortem, links: dict[int, str]) -> list[str]:
@@ -399,6 +418,22 @@ def _md_root_cause(pm: PostMortem, links: dict[int, str]) -> list[str]:
     return out
 
 
+def _md_stack_groups(pm: PostMortem, links: dict[int, str]) -> list[str] | None:
+    """A hang's ranks grouped by stack (server/reports/stack_groups.py); no section for other incidents."""
+    groups = pm.stack_groups
+    if groups is None:
+        return None
+    out = [_md_para(f"{groups.why}." if groups.why else "No analysis.")]
+    rows = _stack_rows(groups)
+    if rows:
+        out += ["", *_md_block(_text_table(STACK_HEADER, rows))]
+    if groups.more:
+        out += ["", f"{groups.more} more groups not shown."]
+    if groups.failed:
+        out += ["", "**Ranks without a stack:**", "", *_md_block([_line(f) for f in groups.failed])]
+    return out
+
+
 def _md_gpus(pm: PostMortem, links: dict[int, str]) -> list[str]:
     if not pm.plots:
         return ["No GPU samples were recorded around the failure."]
@@ -432,6 +467,7 @@ MARKDOWN_SECTIONS: tuple[tuple[str, MarkdownSection], ...] = (
     ("Summary", _md_summary),
     ("Timeline", _md_timeline),
     ("Root cause", _md_root_cause),
+    ("Stack groups", _md_stack_groups),
     ("GPUs around the failure", _md_gpus),
     ("Lost work", _md_lost),
     ("Recommendations", _md_recommendations),
@@ -442,7 +478,8 @@ def render_markdown(pm: PostMortem, plot_links: dict[int, str]) -> str:
     """The post-mortem as Markdown; the plot of GPU ``n`` is the image at ``plot_links[n]``."""
     out = [f"# {_md(_title(pm))}"]
     for title, section in MARKDOWN_SECTIONS:
-        out += ["", f"## {title}", "", *section(pm, plot_links)]
+        if (body := section(pm, plot_links)) is not None:
+            out += ["", f"## {title}", "", *body]
     logs = _md_link(_line(pm.logs_url), pm.logs_url) if pm.logs_url else NOT_KNOWN
     out += ["", "---", "", f"Full logs: {logs}", "", _md(f"Generated {_when(pm.generated_at)} by gpuwatch.")]
     return "\n".join(out) + "\n"
@@ -533,6 +570,27 @@ def _html_root_cause(pm: PostMortem) -> str:
     return "\n".join(parts)
 
 
+def _html_stack_groups(pm: PostMortem) -> str | None:
+    groups = pm.stack_groups
+    if groups is None:
+        return None
+    parts = [f"<p>{_h(groups.why or 'No analysis')}.</p>"]
+    rows = _stack_rows(groups)
+    if rows:
+        head = "".join(f"<th>{_h(h)}</th>" for h in STACK_HEADER)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{_h(c)}</td>" for c in cells[:-1]) + f"<td><code>{_h(cells[-1])}</code></td></tr>"
+            for cells in rows
+        )
+        parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+    if groups.more:
+        parts.append(f'<p class="muted">{groups.more} more groups not shown.</p>')
+    if groups.failed:
+        items = "".join(f"<li><code>{_h(_line(f))}</code></li>" for f in groups.failed)
+        parts.append(f"<p>Ranks without a stack:</p><ul>{items}</ul>")
+    return "\n".join(parts)
+
+
 def _html_gpus(pm: PostMortem) -> str:
     if not pm.plots:
         return '<p class="muted">No GPU samples were recorded around the failure.</p>'
@@ -566,10 +624,11 @@ def _html_recommendations(pm: PostMortem) -> str:
 
 #: The sections, in order, with their element ids: a new one is a function here and one in
 #: `MARKDOWN_SECTIONS`.
-HTML_SECTIONS: tuple[tuple[str, str, Callable[[PostMortem], str]], ...] = (
+HTML_SECTIONS: tuple[tuple[str, str, Callable[[PostMortem], str | None]], ...] = (
     ("summary", "Summary", _html_summary),
     ("timeline", "Timeline", _html_timeline),
     ("root-cause", "Root cause", _html_root_cause),
+    ("stack-groups", "Stack groups", _html_stack_groups),
     ("gpus", "GPUs around the failure", _html_gpus),
     ("lost-work", "Lost work", _html_lost),
     ("recommendations", "Recommendations", _html_recommendations),
@@ -588,7 +647,9 @@ def render_html(pm: PostMortem) -> str:
         f"<title>{_h(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{_h(title)}</h1>",
     ]
-    parts += [f'<section id="{sid}"><h2>{_h(name)}</h2>{section(pm)}</section>' for sid, name, section in HTML_SECTIONS]
+    for sid, name, section in HTML_SECTIONS:
+        if (body := section(pm)) is not None:  # None: no such section for this incident
+            parts.append(f'<section id="{sid}"><h2>{_h(name)}</h2>{body}</section>')
     generated = f"Generated {_h(_when(pm.generated_at))} by gpuwatch."
     parts.append(f"<footer>Full logs: {_logs_link(pm) or NOT_KNOWN}<br>{generated}</footer>")
     parts.append("</body></html>")

@@ -45,7 +45,7 @@ from server.incidents.recover import resolve_job, restarted
 from server.incidents.replay import SupervisorDecision, attach
 from server.store.db import lock, transaction
 from server.store.jobs import job_ids, job_members
-from server.store.models import Action, Checkpoint, Diagnosis, Incident, Job, Node, Run, utcnow
+from server.store.models import Action, Checkpoint, Diagnosis, Incident, Job, Node, Run, StackRequest, utcnow
 from server.store.upsert import insert_for
 
 router = APIRouter(prefix=Api.PREFIX, tags=["runs"])
@@ -326,6 +326,9 @@ class IncidentOut(BaseModel):
     diagnosis: DiagnosisOut | None
     label: LabelOut | None = Field(description="an admin's verdict on the diagnosis (the latest), if any")
     actions: list[ActionOut]
+    stack_request: int | None = Field(
+        default=None, description="a hang's capture of its ranks' stacks: GET /api/v1/stacks/{id} (docs/hangs.md)"
+    )
 
 
 def _incident_out(session: SessionDep, incident: Incident) -> IncidentOut:
@@ -371,6 +374,9 @@ def _incident_out(session: SessionDep, incident: Incident) -> IncidentOut:
             )
             for a in actions
         ],
+        stack_request=session.scalar(
+            select(StackRequest.id).where(StackRequest.incident_id == incident.id).order_by(StackRequest.id).limit(1)
+        ),
     )
 
 
