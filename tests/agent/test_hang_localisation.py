@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +19,17 @@ import httpx
 import pytest
 
 from agent.stacks import find_py_spy
-from tests.helpers import TESTS, Proc, free_port, migrated_sqlite, new_token, start_server, wait_until
+from tests.helpers import (
+    CLI,
+    TESTS,
+    Proc,
+    free_port,
+    migrated_sqlite,
+    new_admin_token,
+    new_token,
+    start_server,
+    wait_until,
+)
 
 pytest.importorskip("torch")
 pytestmark = [
@@ -44,6 +55,7 @@ class Rig:
     base: str
     token: str
     agent_url: str  # the agent's loopback API, where the training client reports
+    admin: str  # an admin token
 
     def incident(self, job: str) -> dict | None:
         """The job's hang incident once it is decided."""
@@ -76,14 +88,14 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
         tmp_path / "agent.log",
     )
     try:
-        yield Rig(tmp_path, base, token, f"http://127.0.0.1:{client_port}")
+        yield Rig(tmp_path, base, token, f"http://127.0.0.1:{client_port}", new_admin_token(url))
     finally:
         agent.stop()
         server.stop()
 
 
-def _hang(rig: Rig, how: str) -> tuple[dict, float, Proc]:
-    """Run the job with rank 1 stuck ``how``; its decided hang incident and when rank 1 got stuck."""
+def _start(rig: Rig, how: str, hang_timeout_s: float = HANG_TIMEOUT_S) -> tuple[str, Path, Proc]:
+    """`gpuwatch run` of the job with rank 1 stuck ``how`` after a few steps: its name, output dir, process."""
     job, out = f"hang-{how}", rig.tmp / how
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(JOB)]
     args = ["run", "--job", job, "--server", rig.base, "--token", rig.token, "--node", NODE]
@@ -91,13 +103,19 @@ def _hang(rig: Rig, how: str) -> tuple[dict, float, Proc]:
     args += ["--policy", "max_restarts=0"]  # decided once: stopped, not restarted into the same hang
     env = {
         "GPUWATCH_AGENT_URL": rig.agent_url,
-        "GPUWATCH_HANG_TIMEOUT": str(HANG_TIMEOUT_S),
+        "GPUWATCH_HANG_TIMEOUT": str(hang_timeout_s),
         "OMP_NUM_THREADS": "1",
         # No GPU of the (simulated) node is the ranks': a CPU job is judged on its steps alone, as a
         # busy-looping rank on a real GPU node leaves its GPU idle.
         "NVIDIA_VISIBLE_DEVICES": "none",
     }
     proc = Proc([*args, "--", *torchrun, "--how", how, "--out", str(out)], rig.tmp / f"{job}.log", env)
+    return job, out, proc
+
+
+def _hang(rig: Rig, how: str) -> tuple[dict, float, Proc]:
+    """Run the job with rank 1 stuck ``how``; its decided hang incident and when rank 1 got stuck."""
+    job, out, proc = _start(rig, how)
     hung = wait_until(lambda: json.loads((out / "hung.json").read_text()), timeout=120, what="rank 1 stuck")
     incident = wait_until(lambda: rig.incident(job), timeout=HANG_TIMEOUT_S + 60, what="the decided hang incident")
     return incident, float(hung["at"]), proc
@@ -145,5 +163,31 @@ def test_a_rank_asleep_in_its_data_loader_is_named_with_the_loading_line(rig: Ri
         line = _check(rig, incident, hung_at, "load_batch")
         sleep_line = next(n for n, text in enumerate(JOB.read_text().splitlines(), 1) if "time.sleep(3600)" in text)
         assert line.endswith(f"(hang_rank.py:{sleep_line})")
+    finally:
+        proc.stop()
+
+
+def test_gpuwatch_job_stacks_names_the_stuck_rank_on_demand(rig: Rig) -> None:
+    """No hang incident (a long hang timeout): an operator asks, and the CLI shows who is stuck where."""
+    job, out, proc = _start(rig, "busy", hang_timeout_s=600)
+    try:
+        wait_until(lambda: (out / "hung.json").exists(), timeout=120, what="rank 1 stuck")
+        args = [*CLI, "job", "stacks", job, "--server", rig.base, "--wait", "20"]
+
+        def ask() -> subprocess.CompletedProcess[str] | None:
+            done = subprocess.run(
+                [*args, "--token", rig.admin], capture_output=True, text=True, timeout=60, check=False
+            )
+            return None if "no rank of job" in done.stderr else done  # its ranks' processes not shipped yet
+
+        done = wait_until(ask, timeout=30, what="the job's ranks known to the server")
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[0].endswith(f"for job {job}: done") and lines[1] == f"suspect: rank 1 on {NODE}", done.stdout
+        assert "SUSPECT ranks 1 on node-h: in no collective" in lines
+        assert f"ranks 0 on {NODE}: in all_reduce" in lines
+        assert any(re.fullmatch(r"    busy_loop \(hang_rank\.py:\d+\)", ln) for ln in lines), done.stdout
+        as_node = subprocess.run([*args, "--token", rig.token], capture_output=True, text=True, timeout=60, check=False)
+        assert as_node.returncode != 0 and "HTTP 403" in as_node.stderr
     finally:
         proc.stop()
