@@ -170,3 +170,38 @@ def test_a_task_captures_only_the_known_processes_of_its_job_and_ranks(sleeper: 
     assert [(r.rank, r.pid) for r in answer.ranks] == [(1, sleeper.pid)]
     assert answer.ranks[0].flight_recorder is None
     wait_until(lambda: answer.ranks[0].threads, what="the capture's threads")
+
+
+def test_a_real_flight_recorder_dump_shows_the_rank_that_never_entered_the_collective(tmp_path: Path) -> None:
+    """PyTorch's own dump (gloo keeps the recorder too), read by the agent, analysed by the server."""
+    pytest.importorskip("torch")
+    from server.incidents.stacks import Capture, Flight, localise
+
+    out, prefix = tmp_path / "out", tmp_path / "fr_"
+    out.mkdir()
+    env = {**os.environ, "TORCH_FR_BUFFER_SIZE": "2000", "TORCH_FR_DUMP_TEMP_FILE": str(prefix), "OMP_NUM_THREADS": "1"}
+    job = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    script = Path(__file__).resolve().parent.parent / "jobs" / "fr_dump.py"
+    proc = subprocess.Popen([*job, str(script), str(out)], env=env, start_new_session=True)
+    try:
+        pids = wait_until(
+            lambda: (
+                all((out / f"rank{r}.dumped").exists() for r in (0, 1))
+                and [int((out / f"rank{r}.dumped").read_text()) for r in (0, 1)]
+            ),
+            timeout=120,
+            what="both ranks' dumps",
+        )
+        records = [flight_recorder(pid, rank) for rank, pid in enumerate(pids)]
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+    assert all(r is not None and r.error is None for r in records), records
+    r0, r1 = records
+    # Completion is recorded as the recorder discovers it, asynchronously: at most the collectives both did.
+    assert (r0.entered, r0.last_op, r1.entered) == (4, "gloo:all_reduce", 3)  # type: ignore[union-attr]
+    assert r0.completed is not None and r0.completed <= 3  # type: ignore[union-attr]
+    result = localise(
+        [Capture(rank, "n0", flight=Flight(r.entered, r.completed, r.last_op)) for rank, r in enumerate(records) if r]
+    )
+    assert result.suspects == (1,) and "rank 1 never entered collective 4" in result.why
