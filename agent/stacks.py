@@ -9,8 +9,10 @@ py-spy missing, refused or slow is an error recorded for that rank, never a cras
 
 The flight recorder: PyTorch keeps it when TORCH_FR_BUFFER_SIZE (older releases: TORCH_NCCL_TRACE_BUFFER_SIZE)
 is above 0, and writes rank R's dump to ``<TORCH_FR_DUMP_TEMP_FILE>R`` (older: TORCH_NCCL_DEBUG_INFO_TEMP_FILE;
-default /tmp/nccl_trace_rank_) on a watchdog timeout. The dump is a pickle of plain containers (or JSON):
-the agent, root, unpickles it with no class allowed, and only a file owned by the rank's own user.
+default /tmp/nccl_trace_rank_) on a watchdog timeout, or when asked through the named pipe it opens where
+the job sets TORCH_FR_DEBUG_INFO_PIPE_FILE: the agent asks there first. The dump is a pickle of plain
+containers (or JSON): the agent, root, unpickles it with no class allowed, and reads only files (and writes
+only pipes) owned by the rank's own user.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import logging
 import os
 import pickle
 import shutil
+import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +47,9 @@ FLIGHT_ENTRIES = 16
 BUFFER_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 DUMP_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 DEFAULT_DUMP_PREFIX = "/tmp/nccl_trace_rank_"
+PIPE_VARS = ("TORCH_FR_DEBUG_INFO_PIPE_FILE", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
+#: How long a capture waits for a dump it asked for through the pipe.
+DUMP_WAIT_S = 3.0
 
 
 def find_py_spy(configured: Path | None = None) -> str | None:
@@ -116,14 +123,18 @@ def parse_dump(text: str, pid: int | None = None) -> list[ThreadStack]:
     return threads
 
 
+def _recorder_on(env: dict[str, str]) -> bool:
+    size = next((env[v] for v in BUFFER_VARS if env.get(v)), "0")
+    try:
+        return int(size) > 0
+    except ValueError:
+        return False
+
+
 def flight_recorder(pid: int, rank: int, proc_root: Path = Path("/proc")) -> FlightRecord | None:
     """The rank's flight recorder dump, summarised; None when the job did not enable the recorder."""
     env = read_environ(proc_root, pid) or {}
-    size = next((env[v] for v in BUFFER_VARS if env.get(v)), "0")
-    try:
-        if int(size) <= 0:
-            return None
-    except ValueError:
+    if not _recorder_on(env):
         return None
     prefix = next((env[v] for v in DUMP_VARS if env.get(v)), DEFAULT_DUMP_PREFIX)
     path = f"{prefix}{rank}"
@@ -192,16 +203,70 @@ def _seq(value: object) -> int | None:
     return n if n >= 0 else None
 
 
-def answer_task(task: StackTask, processes: Sequence[JobProcess], py_spy: str | None) -> StackAnswer:
-    """The captures of the task's ranks among ``processes`` (this node's known processes of its job)."""
+def answer_task(
+    task: StackTask,
+    processes: Sequence[JobProcess],
+    py_spy: str | None,
+    *,
+    dump_wait_s: float = DUMP_WAIT_S,
+    proc_root: Path = Path("/proc"),
+) -> StackAnswer:
+    """The captures of the task's ranks among ``processes`` (this node's known processes of its job). A
+    rank whose job opened PyTorch's dump pipe is asked for a fresh flight recorder dump first; its py-spy
+    capture runs meanwhile, and the dump is waited for up to ``dump_wait_s``."""
     wanted = set(task.ranks)
+    mine = [
+        p
+        for p in sorted(processes, key=lambda p: (p.rank or 0, p.pid))
+        if p.job == task.job and p.rank is not None and (not wanted or p.rank in wanted)
+    ]
+    asked = {p.pid: t for p in mine if (t := request_dump(p.pid, p.rank or 0, proc_root)) is not None}
+    stacks = [capture(p.pid, p.rank or 0, py_spy) for p in mine]
+    deadline = time.monotonic() + dump_wait_s
     ranks = []
-    for p in sorted(processes, key=lambda p: (p.rank or 0, p.pid)):
-        if p.job != task.job or p.rank is None or (wanted and p.rank not in wanted):
-            continue
-        stack = capture(p.pid, p.rank, py_spy)
-        ranks.append(stack.model_copy(update={"flight_recorder": flight_recorder(p.pid, p.rank)}))
+    for p, stack in zip(mine, stacks, strict=True):
+        record = flight_recorder(p.pid, p.rank or 0, proc_root)
+        while p.pid in asked and time.monotonic() < deadline and not _fresh(record, asked[p.pid]):
+            time.sleep(0.1)  # PyTorch's watchdog reads the pipe on its own schedule
+            record = flight_recorder(p.pid, p.rank or 0, proc_root)
+        ranks.append(stack.model_copy(update={"flight_recorder": record}))
     return StackAnswer(ranks=ranks)
+
+
+def request_dump(pid: int, rank: int, proc_root: Path = Path("/proc")) -> float | None:
+    """Ask PyTorch for a flight recorder dump now, through the named pipe it opens when the job sets
+    TORCH_FR_DEBUG_INFO_PIPE_FILE (older: TORCH_NCCL_DEBUG_INFO_PIPE_FILE): ``<stem><rank>.pipe``, any byte
+    written triggers a dump. Only a pipe owned by the rank's user. The time asked, or None (no pipe)."""
+    env = read_environ(proc_root, pid) or {}
+    stem = next((env[v] for v in PIPE_VARS if env.get(v)), None)
+    if stem is None or not _recorder_on(env):
+        return None
+    path = f"{stem}{rank}.pipe"
+    try:
+        owner = (proc_root / str(pid)).stat().st_uid
+        st = os.stat(path)
+        if not stat.S_ISFIFO(st.st_mode) or st.st_uid != owner:
+            return None
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO when nobody reads it: no dump to ask for
+    except OSError:
+        return None
+    try:
+        os.write(fd, b"1")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return time.time()
+
+
+def _fresh(record: FlightRecord | None, since: float) -> bool:
+    """Whether the dump read was written after ``since``."""
+    if record is None or record.error is not None:
+        return False
+    try:
+        return os.stat(record.path).st_mtime >= since - 1.0  # mtime's granularity on some filesystems
+    except OSError:
+        return False
 
 
 class StackResponder:

@@ -205,3 +205,48 @@ def test_a_real_flight_recorder_dump_shows_the_rank_that_never_entered_the_colle
         [Capture(rank, "n0", flight=Flight(r.entered, r.completed, r.last_op)) for rank, r in enumerate(records) if r]
     )
     assert result.suspects == (1,) and "rank 1 never entered collective 4" in result.why
+
+
+def test_a_job_with_the_dump_pipe_is_asked_for_a_fresh_dump_which_the_capture_waits_for(tmp_path: Path) -> None:
+    """The agent's half of PyTorch's dump pipe: PyTorch (played here by a thread, as its watchdog would)
+    opens ``<stem><rank>.pipe`` for reading and dumps when a byte arrives."""
+    import threading
+
+    from agent.stacks import request_dump
+
+    pipe = tmp_path / "pipe_1.pipe"
+    os.mkfifo(pipe, 0o666)
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+    env = {
+        "TORCH_FR_BUFFER_SIZE": "2000",
+        "TORCH_FR_DEBUG_INFO_PIPE_FILE": str(tmp_path / "pipe_"),
+        "TORCH_FR_DUMP_TEMP_FILE": str(tmp_path / "fr_"),
+    }
+    proc = _spawn(tmp_path, env)
+    asked = threading.Event()
+
+    def watchdog() -> None:
+        def read() -> bytes:
+            try:
+                return os.read(reader, 128)
+            except BlockingIOError:
+                return b""
+
+        wait_until(read, timeout=20, what="the agent's byte")
+        asked.set()
+        (tmp_path / "fr_1").write_bytes(pickle.dumps(DUMP))
+
+    thread = threading.Thread(target=watchdog, daemon=True)
+    thread.start()
+    try:
+        task = StackTask(dump_id=1, job="j", ranks=[1])
+        answer = answer_task(task, [JobProcess(job="j", pid=proc.pid, rank=1)], find_py_spy(), dump_wait_s=10)
+        assert asked.is_set()
+        (rank,) = answer.ranks
+        assert rank.flight_recorder is not None and rank.flight_recorder.entered == 7
+        os.close(reader)
+        assert request_dump(proc.pid, 1) is None, "nobody reads the pipe any more: nothing to ask"
+    finally:
+        proc.kill()
+        proc.wait()
+        thread.join(timeout=5)
