@@ -42,7 +42,7 @@ def job_stacks(
         found = _ok(http.get(Api.JOBS, params={"name": job}), f"looking up job {job}")
         if not found:
             raise typer.BadParameter(f"no job named {job!r} on the server")
-        req = _ok(http.post(Api.JOB_STACKS.format(job_id=found[0]["id"]), params={"wait": wait}), "asking for stacks")
+        req = _ok(http.post(Api.JOB_STACKS.format(job_id=found[0]["id"]), json={"wait_s": wait}), "asking for stacks")
         deadline = time.monotonic() + wait + _GRACE_S
         while req["state"] == "pending" and time.monotonic() < deadline:
             time.sleep(0.25)  # the server holds nothing open: poll the request until it is closed

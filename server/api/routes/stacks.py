@@ -3,13 +3,14 @@ fetch what their node is asked and answer it, anyone who reads sees the result."
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Request
+from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from gpuwatch.protocol import Api, StackAnswer, StackTasks
-from server.api.body import json_body, read_model
+from server.api.body import json_body, read_body, read_model, validation_error
 from server.api.deps import AdminDep, NodeDep, ServicesDep
 from server.incidents.stack_requests import NoRanks, Refused, answer, create, describe, tasks_for
 from server.store.audit import audit
@@ -22,18 +23,24 @@ router = APIRouter(prefix=Api.PREFIX, tags=["stacks"])
 MAX_WAIT_S = 300.0
 
 
-@router.post(Api.JOB_STACKS.removeprefix(Api.PREFIX), status_code=201)
-async def request_stacks(
-    job_id: int,
-    admin: AdminDep,
-    svc: ServicesDep,
-    wait: Annotated[float | None, Query(gt=0, le=MAX_WAIT_S, description="seconds to wait for the answers")] = None,
-) -> dict[str, Any]:
+class StacksIn(BaseModel):
+    wait_s: float | None = Field(
+        default=None, gt=0, le=MAX_WAIT_S, description="seconds to wait for the answers (default hang_stacks_wait_s)"
+    )
+
+
+@router.post(Api.JOB_STACKS.removeprefix(Api.PREFIX), status_code=201, openapi_extra=json_body(StacksIn))
+async def request_stacks(job_id: int, request: Request, admin: AdminDep, svc: ServicesDep) -> dict[str, Any]:
     """Ask the agents of the job's nodes for every rank's stack (py-spy) and flight recorder dump: what
     `gpuwatch job stacks` does. Admin only, audited (`job.stacks`); 404 for no such job, 409 when no rank
-    of the job is known to run anywhere. Read the result at `GET /api/v1/stacks/{id}` once it is `done`
-    (every node answered) or `expired` (analysed with what came by ``wait`` seconds)."""
-    wait_s = wait or svc.settings.server.hang_stacks_wait_s or 20.0
+    of the job is known to run anywhere. The body may be empty. Read the result at `GET /api/v1/stacks/{id}`
+    once it is `done` (every node answered) or `expired` (analysed with what came by ``wait_s``)."""
+    raw = await read_body(request, svc.settings.server.max_body_bytes)
+    try:
+        body = StacksIn.model_validate_json(raw) if raw.strip() else StacksIn()
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    wait_s = body.wait_s or svc.settings.server.hang_stacks_wait_s or 20.0
 
     def work() -> tuple[dict[str, Any], list[int]]:
         with transaction(svc.sessions) as session:

@@ -56,7 +56,7 @@ def test_gzip_batch_is_stored_and_listed(live_server: InProcessServer, node: htt
     assert resp.status_code == 200, resp.text
     ack = resp.json()
     assert abs(ack.pop("server_time") - time.time()) < 60  # the agents measure their clock's offset by it
-    assert ack == {"batch_id": 1, "duplicate": False, "samples": 2, "logs": 5, "events": 1}
+    assert ack == {"batch_id": 1, "duplicate": False, "samples": 2, "logs": 5, "events": 1, "stack_tasks": 0}
     lines = node.get("/api/v1/logs", params={"node": "node-a"}).json()
     assert [ln["seq"] for ln in lines] == [0, 1, 2, 3, 4]
     assert [ln["text"] for ln in lines][-1] == "step 4"
@@ -292,7 +292,18 @@ def test_series_and_rows_of_the_same_samples_store_the_same(live_server: InProce
         gpus = other.get("/api/v1/gpus").json()
     finally:
         other.close()
-    assert acks[0] == acks[1] == {"batch_id": 1, "duplicate": False, "samples": 20, "logs": 0, "events": 0}
+    assert (
+        acks[0]
+        == acks[1]
+        == {
+            "batch_id": 1,
+            "duplicate": False,
+            "samples": 20,
+            "logs": 0,
+            "events": 0,
+            "stack_tasks": 0,
+        }
+    )
     live_server.services.writer.flush_rollups()
     with live_server.services.sessions() as s:
         stored = s.execute(

@@ -73,7 +73,7 @@ def test_only_an_admin_asks_for_stacks_and_each_node_is_told_its_own_part(cluste
     refused = cluster.a.post(path)
     assert refused.status_code == 403 and "admin token" in refused.json()["detail"]
     assert cluster.admin.post("/api/v1/jobs/999999/stacks").status_code == 404
-    made = cluster.admin.post(path, params={"wait": 30})
+    made = cluster.admin.post(path, json={"wait_s": 30})
     assert made.status_code == 201, made.text
     req = made.json()
     assert (req["state"], req["job"]) == ("pending", "j")
@@ -92,7 +92,7 @@ def test_only_an_admin_asks_for_stacks_and_each_node_is_told_its_own_part(cluste
 def test_a_node_answers_only_its_own_part_for_its_own_ranks_once_and_the_odd_rank_out_is_named(
     cluster: Cluster,
 ) -> None:
-    req = cluster.admin.post(f"/api/v1/jobs/{cluster.job_id}/stacks", params={"wait": 30}).json()
+    req = cluster.admin.post(f"/api/v1/jobs/{cluster.job_id}/stacks", json={"wait_s": 30}).json()
     dumps = {d["node"]: d["id"] for d in req["dumps"]}
     answer = "/api/v1/stacks/tasks/{}"
 
@@ -122,7 +122,7 @@ def test_a_node_answers_only_its_own_part_for_its_own_ranks_once_and_the_odd_ran
 def test_an_answer_after_the_deadline_is_refused_and_the_request_is_analysed_with_what_came(
     cluster: Cluster,
 ) -> None:
-    req = cluster.admin.post(f"/api/v1/jobs/{cluster.job_id}/stacks", params={"wait": 0.3}).json()
+    req = cluster.admin.post(f"/api/v1/jobs/{cluster.job_id}/stacks", json={"wait_s": 0.3}).json()
     dumps = {d["node"]: d["id"] for d in req["dumps"]}
     expired = wait_until(
         lambda: (r := cluster.admin.get(f"/api/v1/stacks/{req['id']}").json())["state"] == "expired" and r,
