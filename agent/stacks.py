@@ -85,8 +85,8 @@ def capture(pid: int, rank: int, py_spy: str | None, *, timeout_s: float = PY_SP
                 return RankStack(rank=rank, pid=pid, threads=parse_dump(done.stdout, pid), native=native)
             except ValueError as exc:
                 return RankStack(rank=rank, pid=pid, error=f"py-spy's output was not understood: {exc}")
-        error = (done.stderr or done.stdout).strip().splitlines()
-        error = error[0] if error else f"exit status {done.returncode}"
+        said = (done.stderr or done.stdout).strip().splitlines()
+        error = said[0] if said else f"exit status {done.returncode}"
         if not Path(f"/proc/{pid}").exists():
             break  # the process is gone
     return RankStack(rank=rank, pid=pid, error=f"py-spy dump failed: {error}"[:2000])
