@@ -462,7 +462,9 @@ def _md_recommendations(pm: PostMortem, links: dict[int, str]) -> list[str]:
     return [f"- {_md_line_start(markdown.to_markdown(rec))}" for rec in _recommendations(pm)] or ["None."]
 
 
-#: The sections, in order: a new one is a function here and one in `HTML_SECTIONS`.
+#: The sections, in order: a new one is a function here and one in `HTML_SECTIONS`. A section whose
+#: function answers None is left out (Stack groups, but for a hang with a stack capture); `SECTIONS`
+#: are the ones every post-mortem has.
 MARKDOWN_SECTIONS: tuple[tuple[str, MarkdownSection], ...] = (
     ("Summary", _md_summary),
     ("Timeline", _md_timeline),
