@@ -1,4 +1,4 @@
-"""What PyTorch's flight recorder costs a job (docs/hangs.md): the host time of a small all_reduce and the
+"""What PyTorch's flight recorder costs a job (docs/jobs.md): the host time of a small all_reduce and the
 memory the ring buffer grows to, with the recorder off (TORCH_FR_BUFFER_SIZE=0, the baseline) and on, in
 the same run, launches alternated. A 2-rank gloo job on this CPU: the recorder records gloo collectives
 too (torch 2.13), with the same entries (and the same Python stack capture per call) as NCCL's.

@@ -90,7 +90,7 @@ class ServerSettings(_Group):
     hang_stacks_wait_s: float = Field(
         default=20.0,
         ge=0,
-        description="a hang's incident waits this long for its ranks' stacks (docs/hangs.md) before deciding; "
+        description="a hang's incident waits this long for its ranks' stacks (docs/jobs.md) before deciding; "
         "0: no capture",
     )
     max_rank_series: int = Field(default=64, ge=1, description="jobs with more ranks export job-level series only")

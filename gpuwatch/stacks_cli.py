@@ -1,5 +1,5 @@
 """`gpuwatch job stacks JOB`: ask the server for the stacks of every rank of a running job, wait for the
-agents' answers, and print the ranks grouped by stack with the suspects (docs/hangs.md). Over the HTTP
+agents' answers, and print the ranks grouped by stack with the suspects (docs/jobs.md). Over the HTTP
 API with an admin token, like every operator action."""
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ ADVICE: dict[str, str] = {
     "checkpoint_load_error": "The checkpoint does not match the model: check the model config and the checkpoint path.",
     "loss_divergence": "Lower the learning rate or restart from an earlier checkpoint; check for bad data.",
     "hang": "Look at the suspect rank's innermost frames (Stack groups): it never entered the collective the "
-    "others wait in. Without a suspect, enable PyTorch's NCCL flight recorder for the job (docs/hangs.md) to "
+    "others wait in. Without a suspect, enable PyTorch's NCCL flight recorder for the job (docs/jobs.md) to "
     "see which collective each rank last entered.",
 }
 SCRIPT_ADVICE = "A script error: fix the script; gpuwatch does not restart it (it would fail the same way)."

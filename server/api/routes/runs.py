@@ -327,7 +327,8 @@ class IncidentOut(BaseModel):
     label: LabelOut | None = Field(description="an admin's verdict on the diagnosis (the latest), if any")
     actions: list[ActionOut]
     stack_request: int | None = Field(
-        default=None, description="a hang's capture of its ranks' stacks: GET /api/v1/stacks/{id} (docs/hangs.md)"
+        default=None,
+        description="a hang's capture of its ranks' stacks: GET /api/v1/stacks/{id} (docs/jobs.md)",
     )
 
 
