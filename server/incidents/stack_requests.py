@@ -83,19 +83,21 @@ class StackBoard:
 
 
 def ranks_by_node(session: Session, job: Job, tracker: JobTracker | None = None) -> dict[int, list[int]]:
-    """The job's ranks on each node (node id → ranks): where its ranks registered their processes, else
-    where the job tracker saw their steps come from."""
-    found: dict[int, list[int]] = {}
+    """The job's ranks on each node (node id → ranks): where its ranks registered their processes, and
+    for a rank not registered (yet), where the job tracker saw its steps come from."""
+    found: dict[int, set[int]] = {}
     for rank, node_id in session.execute(select(JobRank.rank, JobRank.node_id).where(JobRank.job_id == job.id)):
-        found.setdefault(node_id, []).append(rank)
-    if not found and tracker is not None:
+        found.setdefault(node_id, set()).add(rank)
+    if tracker is not None:
+        registered = {r for ranks in found.values() for r in ranks}
         with tracker.locked() as jobs:
             state = jobs.get(job.name)
             named = {r: s.node for r, s in state.ranks.items() if s.node} if state is not None else {}
+        named = {r: n for r, n in named.items() if r not in registered}
         ids = dict(session.execute(select(Node.name, Node.id).where(Node.name.in_(sorted(set(named.values()))))).all())
         for rank, name in named.items():
             if name in ids:
-                found.setdefault(ids[name], []).append(rank)
+                found.setdefault(ids[name], set()).add(rank)
     return {node: sorted(ranks) for node, ranks in found.items()}
 
 

@@ -172,15 +172,14 @@ def test_gpuwatch_job_stacks_names_the_stuck_rank_on_demand(rig: Rig) -> None:
     job, out, proc = _start(rig, "busy", hang_timeout_s=600)
     try:
         wait_until(lambda: (out / "hung.json").exists(), timeout=120, what="rank 1 stuck")
+        job_id = httpx.get(f"{rig.base}/api/v1/jobs", params={"name": job}, timeout=5).json()[0]["id"]
+        wait_until(  # both ranks' reports at the server (their processes at the agent came with them)
+            lambda: len(httpx.get(f"{rig.base}/api/v1/jobs/{job_id}/utilization", timeout=5).json()["ranks"]) == 2,
+            timeout=30,
+            what="both ranks known",
+        )
         args = [*CLI, "job", "stacks", job, "--server", rig.base, "--wait", "20"]
-
-        def ask() -> subprocess.CompletedProcess[str] | None:
-            done = subprocess.run(
-                [*args, "--token", rig.admin], capture_output=True, text=True, timeout=60, check=False
-            )
-            return None if "no rank of job" in done.stderr else done  # its ranks' processes not shipped yet
-
-        done = wait_until(ask, timeout=30, what="the job's ranks known to the server")
+        done = subprocess.run([*args, "--token", rig.admin], capture_output=True, text=True, timeout=60, check=False)
         assert done.returncode == 0, done.stderr
         lines = done.stdout.splitlines()
         assert lines[0].endswith(f"for job {job}: done") and lines[1] == f"suspect: rank 1 on {NODE}", done.stdout
