@@ -1317,3 +1317,101 @@ Traceback (most recent call last):
 No module named 'hiddenlayer'
 """
     assert _reason(stripped) == "import_error"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # deepspeedai/DeepSpeedExamples#321 (case 554): Rust's allocator, two ranks interleaved on a line
+        ("memory allocation of memory allocation of 20971522097152 bytes failed\n bytes failed", "host_oom"),
+        # kohya-ss/sd-scripts#1411 (case 565): Windows' access violation, 0xC0000005, as an exit status
+        (
+            "subprocess.CalledProcessError: Command '['C:\\\\Python3_10_11\\\\python.exe', "
+            "'D:/kohya_ss/sd-scripts/sdxl_train_network.py']' returned non-zero exit status 3221225477.",
+            "framework_error",
+        ),
+        # facebookresearch/Detectron#359 (case 564): glog's failure handler
+        (
+            '*** Aborted at 1525421992 (unix time) try "date -d @1525421992" if you are using GNU date ***\n'
+            "PC: @     0x7f81c7321ff1 (unknown)\n"
+            "*** SIGSEGV (@0x19) received by PID 11091 (TID 0x7f813c844700) from PID 25; stack trace: ***\n"
+            "    @     0x7f81be71cdef npy_free_cache",
+            "framework_error",
+        ),
+        # zhiyuanyou/SAFECount#16 (case 563): dash names the script, not itself
+        ("train.sh: 1: srun: not found", "file_not_found"),
+        # c3nl-neuraldynamics/c3nl_cluster#24 (case 571): slurm holds a job whose launch failed on its node
+        (
+            "            108321   compute  gp_fit1 spopescu PD       0:00      1 (launch failed requeued held)",
+            "node_failure",
+        ),
+        # FNNDSC/pman#200 (case 572): the scheduler refuses the request at submission
+        (
+            "sbatch: error: CPU count per node can not be satisfied\n"
+            "sbatch: error: Batch job submission failed: Requested node configuration is not available",
+            "argument_error",
+        ),
+    ],
+)
+def test_exits_and_refusals_in_other_words(text: str, reason: str) -> None:
+    """Allocator failures, segfaults and scheduler answers in wordings the first rules did not know."""
+    assert _reason(text) == reason
+
+
+_PEERS = """
+  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/utils.py", line 265, in _verify_param_shape_across_processes
+    return dist._verify_params_across_processes(process_group, tensors, logger)
+RuntimeError: CUDA error: peer mapping resources exhausted
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+"""
+
+
+def test_cuda_errors_that_name_the_launch_or_the_build_are_not_faults() -> None:
+    """hiyouga/LlamaFactory#1213 (case 560): ten processes on one machine exhaust CUDA's eight peers, a
+    launch that asked too much (as `invalid device ordinal`). bmaltais/kohya_ss#192 (case 566): a
+    bitsandbytes binary without the GPU's architecture. davisking/dlib#2905 (case 575): dlib's own
+    wording of a CUDA error stays a CUDA fault."""
+    assert _reason(_PEERS) == "argument_error"
+    no_image = (
+        "Error no kernel image is available for execution on the device at line 167 in file "
+        "D:\\ai\\tool\\bitsandbytes\\csrc\\ops.cu"
+    )
+    assert _reason(no_image) == "import_error"
+    assert (
+        _reason("RuntimeError: CUDA error: no kernel image is available for execution on the device") == "import_error"
+    )
+    dlib = (
+        "terminate called after throwing an instance of 'dlib::cuda_error'\n"
+        "  what():  Error while calling cudaOccupancyMaxPotentialBlockSize(&num_blocks,&num_threads,K) in file "
+        "dlib/dlib/cuda/cuda_utils.h:186. code: 98, reason: invalid device function"
+    )
+    assert _reason(dlib) == "cuda_error"
+
+
+_VLLM_ENGINE = """
+ERROR 04-21 06:02:08 [engine.py:161] AssertionError()
+ERROR 04-21 06:02:08 [engine.py:161] Traceback (most recent call last):
+ERROR 04-21 06:02:08 [engine.py:161]   File "/usr/local/lib/python3.10/dist-packages/vllm/engine/multiprocessing/engine.py", line 222, in run_engine_loop
+ERROR 04-21 06:02:08 [engine.py:161]     request_outputs = self.engine_step()
+ERROR 04-21 06:02:08 [engine.py:161] AssertionError
+CRITICAL 04-21 06:02:09 [launcher.py:116] MQLLMEngine is already dead, terminating server process
+"""
+
+_SGLANG_SOURCE = """
+[2026-05-09 03:17:06 DP0 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/constrained/base_grammar_backend.py", line 188, in _single_token_id
+    raise ValueError(
+ValueError: think_end_token '</think>' must encode to exactly one token for constrained reasoning.
+"""
+
+
+def test_tracebacks_behind_vllm_log_prefixes_and_in_framework_source_checkouts() -> None:
+    """QwenLM/Qwen2.5-Omni#226 (case 558): vLLM's "LEVEL MM-DD HH:MM:SS [file.py:N]" prefix hid the
+    traceback. sgl-project/sglang#24843 (case 570): sglang run from its source tree, not site-packages,
+    is still the framework's frame."""
+    assert normalize("ERROR 04-21 06:02:08 [engine.py:161] AssertionError")[0] == "AssertionError"
+    assert normalize("ERROR 11-05 12:03:00 client.py:250] RuntimeError: Engine loop has died")[0] == (
+        "RuntimeError: Engine loop has died"
+    )
+    assert _reason(_VLLM_ENGINE) == "framework_error"
+    assert _reason(_SGLANG_SOURCE) == "framework_error"
