@@ -1415,3 +1415,70 @@ def test_tracebacks_behind_vllm_log_prefixes_and_in_framework_source_checkouts()
     )
     assert _reason(_VLLM_ENGINE) == "framework_error"
     assert _reason(_SGLANG_SOURCE) == "framework_error"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # lululxvi/deepxde#63 (case 578): TensorFlow restores a checkpoint that lacks a variable
+        (
+            "NotFoundError: Key beta1_power not found in checkpoint\n\t [[{{node save/RestoreV2}}]]",
+            "checkpoint_load_error",
+        ),
+        # zylo117/Yet-Another-EfficientDet-Pytorch#101 (case 579): a checkpoint cut short by Ctrl+C
+        (
+            '  File "/opt/conda/lib/python3.7/site-packages/torch/serialization.py", line 709, in _legacy_load\n'
+            "    deserialized_objects[key]._set_from_file(f, offset, f_should_read_directly)\n"
+            "RuntimeError: unexpected EOF, expected 8 more bytes. The file might be corrupted.",
+            "checkpoint_load_error",
+        ),
+        # kubeflow/pipelines#686 (case 580): a pipeline step's exit code 139 is 128 + SIGSEGV
+        (
+            " └-✖ train                keras-train-pipeline-r8kx2-3011474961  1m       failed with exit code 139",
+            "framework_error",
+        ),
+        # kubeflow/trainer#1158 (case 581): TensorFlow's fatal check on a kernel launch out of memory
+        (
+            "2020-05-04 08:12:44.901772: F ./tensorflow/core/kernels/random_op_gpu.h:232] Non-OK-status: "
+            "GpuLaunchKernel(FillPhiloxRandomKernelLaunch<Distribution>, num_blocks, block_size, 0, d.stream(), "
+            "gen, data, size, dist) status: Internal: out of memory",
+            "gpu_oom",
+        ),
+        # naruya/VaxNeRF#1 (case 587) and kingoflolz/mesh-transformer-jax#202 (case 588): builds that do not fit
+        (
+            "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: CustomCall failed: jaxlib/cuda_prng_kernels.cc:30: "
+            "operation cudaGetLastError() failed: the provided PTX was compiled with an unsupported toolchain.",
+            "import_error",
+        ),
+        (
+            "2022-02-23 17:35:25.749201: F external/org_tensorflow/tensorflow/core/tpu/tpu_library_init_fns.inc:104] "
+            "TpuEmbeddingEngine_WriteParameters not available in this library.",
+            "import_error",
+        ),
+    ],
+)
+def test_second_batch_wordings(text: str, reason: str) -> None:
+    """The classes the second corpus19d batch (cases 578-589) missed at first sight."""
+    assert _reason(text) == reason
+
+
+_NCCL_BUS_ERROR = """
+Loading extension module fused_mix_prec_layer_norm_cuda...
+[610867610e4b:2498 :0:2599] Caught signal 7 (Bus error: nonexistent physical address)
+
+ 0 0x0000000000014420 __funlockfile()  ???:0
+ 4 0x0000000000050853 ncclGetUniqueId()  ???:0
+ 5 0x00000000000417b4 ???()  /lib/x86_64-linux-gnu/libnccl.so.2:0
+
+Fatal Python error: Bus error
+"""
+
+
+def test_a_bus_error_in_nccl_frames_is_nccl_and_edac_still_blames_the_node() -> None:
+    """bigscience-workshop/Megatron-DeepSpeed#341 (case 585): a process's bus error whose backtrace is
+    NCCL's own setup (shared memory in a container) is NCCL's. With the node's EDAC uncorrectable error
+    in its kernel log (case 036) it is the node's."""
+    assert _reason(_NCCL_BUS_ERROR) == "nccl_error"
+    kern = "Mar  3 10:11:02 gpu-j03 kernel: EDAC MC0: 1 UE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0"
+    both = diagnose_rules([_src("train.log", _NCCL_BUS_ERROR), _src("kern.log", kern)])
+    assert both.reason == "node_failure"
