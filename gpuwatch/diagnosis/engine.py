@@ -48,7 +48,9 @@ _FRAME = re.compile(
 # Python's header, and Sacred's for the traceback it shortens ("most recent calls WITHOUT Sacred internals").
 _TRACEBACK = re.compile(r"Traceback \(most recent calls? (?:last|WITHOUT Sacred internals)\)")
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s?(?P<msg>.*))?$")
-_FRAMEWORK_PATH = re.compile(r"site-packages|dist-packages|/torch/|/deepspeed/|/megatron/|/transformers/|/apex/")
+_FRAMEWORK_PATH = re.compile(
+    r"site-packages|dist-packages|/torch/|/deepspeed/|/megatron/|/transformers/|/apex/|/sglang/srt/|/vllm/"
+)
 # A frame of a framework's checkpoint loading (Lightning's load_from_checkpoint and checkpoint connector,
 # torch's load_state_dict, mmcv's load_checkpoint): an exception that says only its type (a KeyError for
 # an entry the file lacks) raised there is the checkpoint's, not the script's.

@@ -23,6 +23,8 @@ _PREFIXES = (
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ (?:kernel: )?"),  # syslog: May  1 12:34:56 host kernel:
     re.compile(r"^\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+"),
     re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s*[:|-]?\s+", re.I),
+    # vLLM's logger after its level: "04-21 06:02:08 [engine.py:161] " (older: "11-05 12:03:00 client.py:250] ")
+    re.compile(r"^\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s+\[?[\w.-]+\.py:\d+\]\s*"),
     _TQDM_BAR,
     # Ray and vLLM name the process that wrote a line: "(RayTrainWorker pid=41233, ip=10.4.3.95) ",
     # "(EngineCore pid=169) " (vLLM's "(VllmWorker rank=3 pid=226)" carries a rank: below)

@@ -1317,3 +1317,168 @@ Traceback (most recent call last):
 No module named 'hiddenlayer'
 """
     assert _reason(stripped) == "import_error"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # deepspeedai/DeepSpeedExamples#321 (case 554): Rust's allocator, two ranks interleaved on a line
+        ("memory allocation of memory allocation of 20971522097152 bytes failed\n bytes failed", "host_oom"),
+        # kohya-ss/sd-scripts#1411 (case 565): Windows' access violation, 0xC0000005, as an exit status
+        (
+            "subprocess.CalledProcessError: Command '['C:\\\\Python3_10_11\\\\python.exe', "
+            "'D:/kohya_ss/sd-scripts/sdxl_train_network.py']' returned non-zero exit status 3221225477.",
+            "framework_error",
+        ),
+        # facebookresearch/Detectron#359 (case 564): glog's failure handler
+        (
+            '*** Aborted at 1525421992 (unix time) try "date -d @1525421992" if you are using GNU date ***\n'
+            "PC: @     0x7f81c7321ff1 (unknown)\n"
+            "*** SIGSEGV (@0x19) received by PID 11091 (TID 0x7f813c844700) from PID 25; stack trace: ***\n"
+            "    @     0x7f81be71cdef npy_free_cache",
+            "framework_error",
+        ),
+        # zhiyuanyou/SAFECount#16 (case 563): dash names the script, not itself
+        ("train.sh: 1: srun: not found", "file_not_found"),
+        # c3nl-neuraldynamics/c3nl_cluster#24 (case 571): slurm holds a job whose launch failed on its node
+        (
+            "            108321   compute  gp_fit1 spopescu PD       0:00      1 (launch failed requeued held)",
+            "node_failure",
+        ),
+        # FNNDSC/pman#200 (case 572): the scheduler refuses the request at submission
+        (
+            "sbatch: error: CPU count per node can not be satisfied\n"
+            "sbatch: error: Batch job submission failed: Requested node configuration is not available",
+            "argument_error",
+        ),
+    ],
+)
+def test_exits_and_refusals_in_other_words(text: str, reason: str) -> None:
+    """Allocator failures, segfaults and scheduler answers in wordings the first rules did not know."""
+    assert _reason(text) == reason
+
+
+_PEERS = """
+  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/utils.py", line 265, in _verify_param_shape_across_processes
+    return dist._verify_params_across_processes(process_group, tensors, logger)
+RuntimeError: CUDA error: peer mapping resources exhausted
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+"""
+
+
+def test_cuda_errors_that_name_the_launch_or_the_build_are_not_faults() -> None:
+    """hiyouga/LlamaFactory#1213 (case 560): ten processes on one machine exhaust CUDA's eight peers, a
+    launch that asked too much (as `invalid device ordinal`). bmaltais/kohya_ss#192 (case 566): a
+    bitsandbytes binary without the GPU's architecture. davisking/dlib#2905 (case 575): dlib's own
+    wording of a CUDA error stays a CUDA fault."""
+    assert _reason(_PEERS) == "argument_error"
+    no_image = (
+        "Error no kernel image is available for execution on the device at line 167 in file "
+        "D:\\ai\\tool\\bitsandbytes\\csrc\\ops.cu"
+    )
+    assert _reason(no_image) == "import_error"
+    assert (
+        _reason("RuntimeError: CUDA error: no kernel image is available for execution on the device") == "import_error"
+    )
+    dlib = (
+        "terminate called after throwing an instance of 'dlib::cuda_error'\n"
+        "  what():  Error while calling cudaOccupancyMaxPotentialBlockSize(&num_blocks,&num_threads,K) in file "
+        "dlib/dlib/cuda/cuda_utils.h:186. code: 98, reason: invalid device function"
+    )
+    assert _reason(dlib) == "cuda_error"
+
+
+_VLLM_ENGINE = """
+ERROR 04-21 06:02:08 [engine.py:161] AssertionError()
+ERROR 04-21 06:02:08 [engine.py:161] Traceback (most recent call last):
+ERROR 04-21 06:02:08 [engine.py:161]   File "/usr/local/lib/python3.10/dist-packages/vllm/engine/multiprocessing/engine.py", line 222, in run_engine_loop
+ERROR 04-21 06:02:08 [engine.py:161]     request_outputs = self.engine_step()
+ERROR 04-21 06:02:08 [engine.py:161] AssertionError
+CRITICAL 04-21 06:02:09 [launcher.py:116] MQLLMEngine is already dead, terminating server process
+"""
+
+_SGLANG_SOURCE = """
+[2026-05-09 03:17:06 DP0 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/constrained/base_grammar_backend.py", line 188, in _single_token_id
+    raise ValueError(
+ValueError: think_end_token '</think>' must encode to exactly one token for constrained reasoning.
+"""
+
+
+def test_tracebacks_behind_vllm_log_prefixes_and_in_framework_source_checkouts() -> None:
+    """QwenLM/Qwen2.5-Omni#226 (case 558): vLLM's "LEVEL MM-DD HH:MM:SS [file.py:N]" prefix hid the
+    traceback. sgl-project/sglang#24843 (case 570): sglang run from its source tree, not site-packages,
+    is still the framework's frame."""
+    assert normalize("ERROR 04-21 06:02:08 [engine.py:161] AssertionError")[0] == "AssertionError"
+    assert normalize("ERROR 11-05 12:03:00 client.py:250] RuntimeError: Engine loop has died")[0] == (
+        "RuntimeError: Engine loop has died"
+    )
+    assert _reason(_VLLM_ENGINE) == "framework_error"
+    assert _reason(_SGLANG_SOURCE) == "framework_error"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # lululxvi/deepxde#63 (case 578): TensorFlow restores a checkpoint that lacks a variable
+        (
+            "NotFoundError: Key beta1_power not found in checkpoint\n\t [[{{node save/RestoreV2}}]]",
+            "checkpoint_load_error",
+        ),
+        # zylo117/Yet-Another-EfficientDet-Pytorch#101 (case 579): a checkpoint cut short by Ctrl+C
+        (
+            '  File "/opt/conda/lib/python3.7/site-packages/torch/serialization.py", line 709, in _legacy_load\n'
+            "    deserialized_objects[key]._set_from_file(f, offset, f_should_read_directly)\n"
+            "RuntimeError: unexpected EOF, expected 8 more bytes. The file might be corrupted.",
+            "checkpoint_load_error",
+        ),
+        # kubeflow/pipelines#686 (case 580): a pipeline step's exit code 139 is 128 + SIGSEGV
+        (
+            " └-✖ train                keras-train-pipeline-r8kx2-3011474961  1m       failed with exit code 139",
+            "framework_error",
+        ),
+        # kubeflow/trainer#1158 (case 581): TensorFlow's fatal check on a kernel launch out of memory
+        (
+            "2020-05-04 08:12:44.901772: F ./tensorflow/core/kernels/random_op_gpu.h:232] Non-OK-status: "
+            "GpuLaunchKernel(FillPhiloxRandomKernelLaunch<Distribution>, num_blocks, block_size, 0, d.stream(), "
+            "gen, data, size, dist) status: Internal: out of memory",
+            "gpu_oom",
+        ),
+        # naruya/VaxNeRF#1 (case 587) and kingoflolz/mesh-transformer-jax#202 (case 588): builds that do not fit
+        (
+            "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: CustomCall failed: jaxlib/cuda_prng_kernels.cc:30: "
+            "operation cudaGetLastError() failed: the provided PTX was compiled with an unsupported toolchain.",
+            "import_error",
+        ),
+        (
+            "2022-02-23 17:35:25.749201: F external/org_tensorflow/tensorflow/core/tpu/tpu_library_init_fns.inc:104] "
+            "TpuEmbeddingEngine_WriteParameters not available in this library.",
+            "import_error",
+        ),
+    ],
+)
+def test_second_batch_wordings(text: str, reason: str) -> None:
+    """The classes the second corpus19d batch (cases 578-589) missed at first sight."""
+    assert _reason(text) == reason
+
+
+_NCCL_BUS_ERROR = """
+Loading extension module fused_mix_prec_layer_norm_cuda...
+[610867610e4b:2498 :0:2599] Caught signal 7 (Bus error: nonexistent physical address)
+
+ 0 0x0000000000014420 __funlockfile()  ???:0
+ 4 0x0000000000050853 ncclGetUniqueId()  ???:0
+ 5 0x00000000000417b4 ???()  /lib/x86_64-linux-gnu/libnccl.so.2:0
+
+Fatal Python error: Bus error
+"""
+
+
+def test_a_bus_error_in_nccl_frames_is_nccl_and_edac_still_blames_the_node() -> None:
+    """bigscience-workshop/Megatron-DeepSpeed#341 (case 585): a process's bus error whose backtrace is
+    NCCL's own setup (shared memory in a container) is NCCL's. With the node's EDAC uncorrectable error
+    in its kernel log (case 036) it is the node's."""
+    assert _reason(_NCCL_BUS_ERROR) == "nccl_error"
+    kern = "Mar  3 10:11:02 gpu-j03 kernel: EDAC MC0: 1 UE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0"
+    both = diagnose_rules([_src("train.log", _NCCL_BUS_ERROR), _src("kern.log", kern)])
+    assert both.reason == "node_failure"
