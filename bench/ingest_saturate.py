@@ -84,7 +84,8 @@ def serve_reference(port: int) -> None:
             out = msgspec.json.encode({"batch_id": batch["batch_id"], "samples": samples, "logs": len(batch["logs"])})
         else:
             out = b'{"status": "ready"}'
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        head = [(b"content-type", b"application/json"), (b"content-length", str(len(out)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": head})
         await send({"type": "http.response.body", "body": out})
 
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
