@@ -102,9 +102,10 @@ def _generator(by_size: dict[int, Nodes], per_node: dict[int, int], cmds: Any, r
     numbers start at 0), then run the rounds the parent sends: (kind, url, size, seconds) → samples
     acknowledged, batches, refusals, whether a node ran out of batches. At the end: what gpuwatch acknowledged."""
     bodies: dict[int, dict[int, list[bytes]]] = {}
+    start = time.time() - 3600  # the server takes samples up to 366 days old and 1 day ahead
     for size, nodes in by_size.items():
         load = _load(size, per_node[size])
-        bodies[size] = {i: [p for _, p in _payloads(_templates(name, i, load), i, load, 1e9)] for i, name, _ in nodes}
+        bodies[size] = {i: [p for _, p in _payloads(_templates(name, i, load), i, load, start)] for i, name, _ in nodes}
     sent = {(kind, size, i): 0 for kind in ("ref", "gw") for size, nodes in by_size.items() for i, _, _ in nodes}
     every = [n for nodes in by_size.values() for n in nodes]
     results.put("built")
@@ -122,7 +123,7 @@ def _generator(by_size: dict[int, Nodes], per_node: dict[int, int], cmds: Any, r
         await asyncio.gather(*(one(*n) for n in every))
 
     async def run(kind: str, url: str, size: int, seconds: float) -> dict[str, Any]:
-        out = {"samples": 0, "batches": 0, "refused": 0, "ran_out": False}
+        out: dict[str, Any] = {"samples": 0, "batches": 0, "refused": 0, "ran_out": False, "first_refusal": None}
         end = time.monotonic() + seconds
 
         async def node(i: int, token: str) -> None:
@@ -137,6 +138,7 @@ def _generator(by_size: dict[int, Nodes], per_node: dict[int, int], cmds: Any, r
                     status, body, after = await conn.post("/api/v1/ingest", mine[k % len(mine)], headers)
                     if status != 200:
                         out["refused"] += 1
+                        out["first_refusal"] = out["first_refusal"] or f"{status} {body[:300]!r}"
                         await asyncio.sleep(after or 0.2)
                         continue
                     sent[kind, size, i] = k + 1
@@ -181,6 +183,7 @@ def _round(gens: list[tuple[Any, Any]], pid: int, cmd: tuple[Any, ...]) -> dict[
         "cpu_us_per_batch": 1e6 * (cpu1 - cpu0) / max(1, batches),
         "refused": sum(o["refused"] for o in outs),
         "ran_out": any(o["ran_out"] for o in outs),
+        "first_refusal": next((o["first_refusal"] for o in outs if o["first_refusal"]), None),
         "rss_mib": rss,
     }
 

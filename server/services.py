@@ -99,6 +99,7 @@ class Services:
                 ("stack requests", lambda: expire_due(self.sessions, self.incidents.stacks)),
                 ("exclusion expiry", lambda: expire_exclusions(self.incidents)),
                 ("rollup flush", lambda: self.writer.flush_rollups(due_only=True)),
+                ("token revocation", self._drop_revoked_tokens),
             ],
             self.settings.server.hang_check_s,
         )
@@ -122,6 +123,11 @@ class Services:
         self.notifier.close()
         if self.alerts is not None:
             self.alerts.close()
+
+    def _drop_revoked_tokens(self) -> None:
+        """Tokens revoked anywhere (the CLI, another replica) stop working here within a check period."""
+        with self.sessions() as session:
+            self.tokens.drop_revoked(session)
 
     def _prune(self) -> PruneResult:
         """One retention run (server/store/retention.py); on PostgreSQL skipped while another replica prunes."""

@@ -66,6 +66,11 @@ async def current_node(
     """The node whose bearer token authorises this request: 401 without a valid token, 403 for an admin
     token (admins are not nodes), 429 past the node's request rate. Async: a token seen in the last
     `TokenCache.ttl_s` costs no database query and no trip through the thread pool."""
+    return await node_of(request, svc, authorization)
+
+
+async def node_of(request: Request, svc: Services, authorization: str | None) -> Node:
+    """`current_node` as a plain function, for endpoints outside FastAPI's dependency injection."""
     token = bearer_token(authorization)
     who = svc.tokens.get(token) if token else None
     if who is None:

@@ -7,9 +7,9 @@ import random
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -87,14 +87,34 @@ def list_tokens(session: Session) -> list[TokenRow]:
 
 class TokenCache:
     """Tokens looked up in the last ``ttl_s`` seconds, by their hash: agents send a request every few
-    seconds, and a database query for each was a tenth of the ingest path's time. A revoked token
-    keeps working on a server for at most ``ttl_s``. Each entry lives a random 50 to 100 % of it, so the
-    tokens of nodes that all started together are not looked up again all at once."""
+    seconds, and a database query for each was a tenth of the ingest path's time. Each entry lives a
+    random 50 to 100 % of ``ttl_s``, so the tokens of nodes that all started together are not looked up
+    again all at once. A revoked token stops working on a server at its next `drop_revoked` (the
+    watchdog's, every `hang_check_s`), on every replica, whoever revoked it; ``ttl_s`` is the bound
+    should those checks fail."""
+
+    #: Revocations are looked for this far before the last check: the clocks of the hosts that revoke
+    #: (`revoked_at` is theirs) and the commit of a revocation may lag this server's.
+    REVOCATION_MARGIN = timedelta(minutes=5)
 
     def __init__(self, ttl_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl_s, self._clock = ttl_s, clock
         self._found: dict[str, tuple[float, Principal]] = {}
         self._lock = threading.Lock()
+        self._revoked_since = utcnow() - self.REVOCATION_MARGIN
+
+    def drop(self, token_hashes: Iterable[str]) -> int:
+        """Forget these tokens (by hash): their next request is looked up again. How many were cached."""
+        with self._lock:
+            return sum(self._found.pop(h, None) is not None for h in token_hashes)
+
+    def drop_revoked(self, session: Session) -> int:
+        """Forget the cached tokens revoked since the last call (less `REVOCATION_MARGIN`)."""
+        checked = utcnow()
+        revoked = session.scalars(select(ApiToken.token_hash).where(ApiToken.revoked_at >= self._revoked_since))
+        dropped = self.drop(revoked)
+        self._revoked_since = checked - self.REVOCATION_MARGIN
+        return dropped
 
     def get(self, token: str) -> Principal | None:
         key = hash_token(token)
