@@ -36,7 +36,8 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor
     tmp = tmp_path_factory.mktemp("baseline")
     import subprocess
 
-    subprocess.run(_torchrun(tmp / "ckpt", tmp / "out"), check=True, capture_output=True, timeout=300)
+    done = subprocess.run(_torchrun(tmp / "ckpt", tmp / "out"), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"the baseline run failed ({done.returncode}):\n{done.stderr[-4000:]}"
     return torch.load(tmp / "out" / "final.pt", weights_only=True)["model"]
 
 
