@@ -8,8 +8,11 @@ import re
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # A tqdm bar that a message was glued to (the bar ends in "\r", the collector kept one line):
 # "Epoch 3:  41%|████      | 2011/4900 [31:12<44:50,  1.07it/s, loss=0.611]Traceback (most ...".
+# A traceback's header that a bar drew its residue after ("Traceback (most recent call last):    | 0.00/7.75M
+# [00:00<?, ?iB/s]", case 613) is not part of a bar: the bar prefix never runs over it.
 _TQDM_BAR = re.compile(
-    r"^[^\n]*?\d+(?:\.\d+)?[kMGT]?(?:B|it)?/\d+(?:\.\d+)?[kMGT]?(?:B|it)? \[(?:\d+:)?\d+:\d+<[^\]]*\]"
+    r"^(?:(?!Traceback \(most recent call)[^\n])*?"
+    r"\d+(?:\.\d+)?[kMGT]?(?:B|it)?/\d+(?:\.\d+)?[kMGT]?(?:B|it)? \[(?:\d+:)?\d+:\d+<[^\]]*\]"
 )
 # syslog's "May  1 12:34:56 host kernel: ..." and journalctl's short-iso/precise forms: the host field.
 _SYSLOG_HOST = re.compile(

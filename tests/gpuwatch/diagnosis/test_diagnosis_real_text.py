@@ -1482,3 +1482,80 @@ def test_a_bus_error_in_nccl_frames_is_nccl_and_edac_still_blames_the_node() -> 
     kern = "Mar  3 10:11:02 gpu-j03 kernel: EDAC MC0: 1 UE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0"
     both = diagnose_rules([_src("train.log", _NCCL_BUS_ERROR), _src("kern.log", kern)])
     assert both.reason == "node_failure"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # modelscope/ms-swift#4219 (case 596): the kernel's own assertion, before torch's device-side assert
+        (
+            "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
+            "thread: [31,0,0] Assertion `t >= 0 && t < n_classes` failed.",
+            "framework_error",
+        ),
+        # modelscope/ms-swift#1984 (case 597) and ray-project/ray#30063 (case 612): tensors the script
+        # placed on different devices, raised deep in torch
+        (
+            '  File "/home/yj/.venv/lib/python3.10/site-packages/torch/nn/functional.py", line 3104, in cross_entropy\n'
+            "    return torch._C._nn.cross_entropy_loss(input, target, weight)\n"
+            "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:3 and "
+            "cuda:0! (when checking argument for argument target in method wrapper_CUDA_nll_loss_forward)",
+            "script_error",
+        ),
+        (
+            "(BackendExecutor pid=5631) RuntimeError: Expected tensor for 'out' to have the same device as tensor for "
+            "argument #2 'mat1'; but device 1 does not equal 3 (while checking arguments for addmm)",
+            "script_error",
+        ),
+        # PaddlePaddle/Paddle#10876 (case 605): a parameter server that does not answer
+        (
+            "E0523 18:38:30.050364  1005 grpc_client.cc:236] proc param error:name:[fc_0.b_0] "
+            "ep:[10.255.92.12:30002] grpc error:Deadline Exceeded",
+            "network_error",
+        ),
+        # open-mmlab/mmsegmentation#308 (case 606) and facebookresearch/dlrm#4 (case 610): the shell's kill
+        # report glued to the end of a progress line, or written over the start of one
+        (
+            "[>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>         ] 3217/3849, 4.0 task/s, elapsed: 799s, ETA:   157s已杀死",
+            "host_oom",
+        ),
+        ("Total number of batches 263115\nKilledg in train batch: 127687 / 263115", "host_oom"),
+        # huggingface/trl#397 (case 611): NCCL 2.14 reports two ranks on one GPU as an internal error
+        (
+            "NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, internal error, NCCL version 2.14.3\n"
+            "ncclInternalError: Internal check failed.\n"
+            "Last error:\n"
+            "Duplicate GPU detected : rank 7 and rank 0 both on CUDA device f5000",
+            "framework_error",
+        ),
+        # open-mmlab/mmdetection3d#603 (case 616): tools/train.py run where dist_train.sh was meant
+        (
+            '  File "/home/erkang/miniconda3/envs/mmlab/lib/python3.7/site-packages/mmcv/parallel/data_parallel.py", line 67, in train_step\n'
+            "    assert len(self.device_ids) == 1, \\\n"
+            "AssertionError: MMDataParallel only supports single GPU training, if you need to train with multiple GPUs, "
+            "please use MMDistributedDataParallel instead.",
+            "argument_error",
+        ),
+    ],
+)
+def test_corpus19e_wordings(text: str, reason: str) -> None:
+    """The classes the corpus19e batch (cases 590-617) missed at first sight."""
+    assert _reason(text) == reason
+
+
+_XTTS_TWO_GPUS = """
+>> DVAE weights restored from: E:\\xtts\\finetune_models\\dvae.pth
+Traceback (most recent call last):                                                                           | 0.00/7.75M [00:00<?, ?iB/s]
+  File "E:\\xtts\\venv\\lib\\site-packages\\trainer\\trainer_utils.py", line 100, in setup_torch_training_env
+    raise RuntimeError(
+RuntimeError:  [!] 2 active GPUs. Define the target GPU by `CUDA_VISIBLE_DEVICES`. For multi-gpu training use `TTS/bin/distribute.py`.
+"""
+
+
+def test_a_traceback_header_with_a_bars_residue_after_it_is_still_read() -> None:
+    """daswer123/xtts-finetune-webui#28 (case 613): a download bar drew its residue on the traceback's
+    header line; the header is not taken for a bar's description, and the trainer's refusal of two GPUs
+    is the launch's (argument_error). With another message the traceback is still read (framework_error)."""
+    assert _reason(_XTTS_TWO_GPUS) == "argument_error"
+    other = _XTTS_TWO_GPUS.replace("[!] 2 active GPUs. Define the target GPU by", "something odd happened with")
+    assert _reason(other) == "framework_error"
