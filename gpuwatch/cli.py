@@ -187,9 +187,6 @@ def main() -> None:
     # `diagnose` is this module's own and needs no plugin: their imports (the settings model among
     # them) were two thirds of its start-up, which counts against a big log (docs/diagnosis.md).
     if sys.argv[1:2] != ["diagnose"]:
-        from gpuwatch.stacks_cli import register as register_job_commands  # it imports this module's options
-
-        register_job_commands(app)
         for plugin in entry_points(group="gpuwatch.commands"):
             plugin.load()(app)
     app()

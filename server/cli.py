@@ -10,6 +10,7 @@ import typer
 
 from gpuwatch.cli import ConfigOpt, DataDirOpt, DbOpt, settings_for
 from gpuwatch.config import Settings
+from server.stacks_cli import register as register_job_commands
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -281,6 +282,7 @@ def register(app: typer.Typer) -> None:
     token_app.command("revoke")(token_revoke)
     token_app.command("list")(token_list)
     app.command("report")(report)
+    register_job_commands(app)
 
 
 def _cli_actor() -> str:

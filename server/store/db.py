@@ -80,10 +80,10 @@ def wait_for_database(url: str, timeout_s: float, every_s: float = 1.0) -> None:
                 first = (str(exc.orig or exc).strip().splitlines() or ["?"])[0]
                 where = parsed.render_as_string(hide_password=True)
                 left = deadline - time.monotonic()
-                if left < every_s:
+                if left <= 0:
                     raise DatabaseUnreachable(f"database {where} unreachable after {timeout_s:g} s: {first}") from exc
                 _log.info("waiting for the database %s (%s): %.0f s left", where, first, left)
-            time.sleep(every_s)
+                time.sleep(min(every_s, left))
     finally:
         engine.dispose()
 

@@ -373,7 +373,14 @@ def test_a_replayed_batch_older_than_the_batch_id_retention_doubles_no_line_or_e
 
         replay = httpx.post(f"{srv.url}/api/v1/ingest", content=batch, headers=auth, timeout=30).json()
         replay.pop("server_time")
-        assert replay == {"batch_id": batch_id, "duplicate": False, "samples": 0, "logs": 0, "events": 0}
+        assert replay == {
+            "batch_id": batch_id,
+            "duplicate": False,
+            "samples": 0,
+            "logs": 0,
+            "events": 0,
+            "stack_tasks": 0,
+        }
         again = httpx.post(f"{srv.url}/api/v1/ingest", content=batch, headers=auth, timeout=30).json()
         assert again["duplicate"] is True
         with srv.services.engine.connect() as conn:

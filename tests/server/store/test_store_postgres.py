@@ -121,7 +121,7 @@ def test_ingest_is_idempotent_and_rolls_up(client: httpx.Client, db_url: str) ->
     batch = Batch(batch_id=1, samples=first_samples, logs=log_lines(range(100)), events=events())
     ack = post_batch(client, batch)
     ack.pop("server_time")
-    assert ack == {"batch_id": 1, "duplicate": False, "samples": 300, "logs": 100, "events": 2}
+    assert ack == {"batch_id": 1, "duplicate": False, "samples": 300, "logs": 100, "events": 2, "stack_tasks": 0}
 
     # The same batch again (a retry after a lost response): acknowledged, nothing stored.
     assert post_batch(client, batch)["duplicate"] is True
@@ -129,14 +129,14 @@ def test_ingest_is_idempotent_and_rolls_up(client: httpx.Client, db_url: str) ->
     # Another batch re-sending the same lines and events (an agent re-batching after a crash).
     ack = post_batch(client, Batch(batch_id=2, logs=log_lines(range(100)), events=events()))
     ack.pop("server_time")
-    assert ack == {"batch_id": 2, "duplicate": False, "samples": 0, "logs": 0, "events": 0}
+    assert ack == {"batch_id": 2, "duplicate": False, "samples": 0, "logs": 0, "events": 0, "stack_tasks": 0}
 
     # Overlapping lines (50 old, 50 new), and samples that finish minute 2 and start minute 3:
     # the existing rollup row of minute 2 is updated (ON CONFLICT DO UPDATE), minute 3 is new.
     more_samples = [sample(g, T0 + k) for k in range(150, 200) for g in (0, 1)]
     ack = post_batch(client, Batch(batch_id=3, samples=more_samples, logs=log_lines(range(50, 150))))
     ack.pop("server_time")
-    assert ack == {"batch_id": 3, "duplicate": False, "samples": 100, "logs": 50, "events": 0}
+    assert ack == {"batch_id": 3, "duplicate": False, "samples": 100, "logs": 50, "events": 0, "stack_tasks": 0}
 
     counts, rollups = stored(db_url)
     assert counts == {

@@ -1,19 +1,21 @@
 """`gpuwatch job stacks JOB`: ask the server for the stacks of every rank of a running job, wait for the
 agents' answers, and print the ranks grouped by stack with the suspects (docs/jobs.md). Over the HTTP
-API with an admin token, like every operator action."""
+API with an admin token, like every operator action (a command of the server's plugin: it speaks httpx)."""
 
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import httpx
 import typer
 
 from gpuwatch.cli import ConfigOpt, settings_for
 from gpuwatch.protocol import Api
+
+if TYPE_CHECKING:
+    import httpx
 
 #: Extra seconds the command waits past the request's own deadline, for the server's watchdog to close it.
 _GRACE_S = 5.0
@@ -32,6 +34,8 @@ def job_stacks(
     rank is not where the others are: the suspect of a hang."""
     if format not in ("text", "json"):
         raise typer.BadParameter("--format must be text or json")
+    import httpx  # here, not at the top: every `gpuwatch` command loads this plugin
+
     settings = settings_for(config, server_url=server, token=token, token_file=token_file)
     secret = settings.effective_token
     if not secret:
