@@ -18,6 +18,7 @@ import gpuwatch.client as gw
 from gpuwatch.client.identity import identity_from_env, job_from_pod_name
 from gpuwatch.client.reporter import MAX_POST_STEPS, Reporter
 from gpuwatch.protocol import MAX_BATCH_ITEMS, ClientReport, StepReport
+from tests.gpuwatch.client.conftest import Capture
 from tests.helpers import REPO, free_port, wait_until
 
 ROOT = str(REPO)
@@ -72,31 +73,6 @@ def reporter(monkeypatch: pytest.MonkeyPatch) -> Iterator[Reporter]:
     monkeypatch.setattr(gw, "_reporter", rep)
     yield rep
     rep.close(timeout_s=2.0)
-
-
-class Capture:
-    """An in-memory transport, for tests about what is sent rather than how."""
-
-    def __init__(self) -> None:
-        self.reports: list[ClientReport] = []
-        self.fail = False
-
-    def __call__(self, url: str, body: bytes) -> None:
-        if self.fail:
-            raise ConnectionRefusedError("agent away")
-        self.reports.append(ClientReport.model_validate_json(body))
-
-    def steps(self) -> list[StepReport]:
-        return [s for r in self.reports for s in r.steps]
-
-
-@pytest.fixture
-def captured(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Reporter, Capture]]:
-    """The public API writing into a reporter with no thread; ``flush()`` ships to ``Capture``."""
-    capture = Capture()
-    rep = Reporter(send=capture, env={}, autostart=False)
-    monkeypatch.setattr(gw, "_reporter", rep)
-    yield rep, capture
 
 
 # --- identity ------------------------------------------------------------------------------------

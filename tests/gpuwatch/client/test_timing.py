@@ -7,7 +7,6 @@ next recorded time, and a mark is ready only once the fake GPU's clock has passe
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -16,7 +15,7 @@ import gpuwatch.client as gw
 from gpuwatch.client import timing
 from gpuwatch.client.reporter import Reporter
 from gpuwatch.client.timing import ASYNC, BLOCKING, DDP, HOST, Collective, bus_factor, resolve, union_length
-from tests.gpuwatch.client.test_client import Capture
+from tests.gpuwatch.client.conftest import Capture
 
 MB = 1_000_000
 
@@ -187,14 +186,6 @@ def test_host_clock_collectives_and_plain_records_mix() -> None:
     assert ops["all_reduce"][3] is None
     assert exposed == pytest.approx(c.t1 - c.t0)  # type: ignore[operator]
     assert comm_s == pytest.approx(ops["all_reduce"][1])
-
-
-@pytest.fixture
-def captured(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Reporter, Capture]]:
-    capture = Capture()
-    rep = Reporter(send=capture, env={}, autostart=False)
-    monkeypatch.setattr(gw, "_reporter", rep)
-    yield rep, capture
 
 
 def test_reporter_sends_a_step_once_its_gpu_timings_are_in(captured: tuple[Reporter, Capture]) -> None:
