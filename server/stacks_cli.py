@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuwatch.cli import ConfigOpt, settings_for
-from gpuwatch.protocol import Api
 
 if TYPE_CHECKING:
     import httpx
@@ -34,7 +33,9 @@ def job_stacks(
     rank is not where the others are: the suspect of a hang."""
     if format not in ("text", "json"):
         raise typer.BadParameter("--format must be text or json")
-    import httpx  # here, not at the top: every `gpuwatch` command loads this plugin
+    import httpx  # here, not at the top: every `gpuwatch` command loads this plugin (the wire models too)
+
+    from gpuwatch.protocol import Api
 
     settings = settings_for(config, server_url=server, token=token, token_file=token_file)
     secret = settings.effective_token
