@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import Table
@@ -45,3 +47,53 @@ def insert_ignore(table: Table) -> Insert:
     `insert().on_conflict_do_nothing()` opts out of the statement cache (SQLAlchemy 2.0), and compiling
     it again for every batch cost about 1 ms of the ingest path's 2.5 ms per request."""
     return _InsertIgnore(table)
+
+
+#: Rows a raw multi-row INSERT carries at most: SQLite binds at most 32,766 values in a statement
+#: (PostgreSQL 65,535), and statements of a few hundred rows are as fast as longer ones.
+_ROWS_A_STATEMENT = 500
+
+
+def insert_new_rows(
+    session: Session, table: Table, columns: Sequence[str], rows: Sequence[Sequence[Any]], returning: Sequence[str]
+) -> list[tuple[Any, ...]]:
+    """``INSERT … ON CONFLICT DO NOTHING RETURNING`` ``rows`` in the session's transaction; returns the
+    ``returning`` columns of the rows inserted (not of those already there). ``rows`` are tuples in
+    ``columns``' order holding what the driver takes (`db_time` for times): the SQL is the driver's own,
+    with no compiling and no bind processors, and its errors are wrapped as SQLAlchemy's, as any
+    statement's are.
+
+    For the ingest path's hottest tables (a batch's log lines, its claim): SQLAlchemy's insertmanyvalues
+    with bind processors and `RETURNING` rows cost about 25 µs a batch of 10 lines, the driver 6 µs."""
+    if not rows:
+        return []
+    conn = session.connection()
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    one = "(" + ", ".join([mark] * len(columns)) + ")"
+    head = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES "
+    tail = f" ON CONFLICT DO NOTHING RETURNING {', '.join(returning)}"
+    out: list[tuple[Any, ...]] = []
+    for start in range(0, len(rows), _ROWS_A_STATEMENT):
+        chunk = rows[start : start + _ROWS_A_STATEMENT]
+        sql = head + ", ".join([one] * len(chunk)) + tail
+        result = conn.exec_driver_sql(sql, tuple(v for row in chunk for v in row))
+        out.extend(result.cursor.fetchall())  # the driver's tuples: SQLAlchemy's Rows cost 2 µs each, and hash slowly
+        result.close()
+    return out
+
+
+def db_time(session: Session) -> Callable[[float], Any]:
+    """A Unix time as the session's driver takes it for a `UTCDateTime` column, stored exactly as the
+    ORM stores it: SQLite's text (SQLAlchemy's ``YYYY-MM-DD HH:MM:SS.ffffff``, in UTC), an aware
+    datetime for PostgreSQL."""
+    if session.get_bind().dialect.name == "sqlite":
+        return _sqlite_time
+    return _aware_time
+
+
+def _sqlite_time(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(" ", "microseconds")[:26]
+
+
+def _aware_time(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
