@@ -17,6 +17,7 @@ import time
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from gpuwatch.protocol import GpuInfo, GpuSample, GpuSeries, IbPortSample, sample_at
@@ -35,32 +36,48 @@ class Point(NamedTuple):
 
 
 _VALUES = Point._fields[1:]
+_KEPT = Point._fields  # the series' columns a ring keeps: its times, then _VALUES
 
 
 class Ring:
     """The last ``size`` points, at most one per ``min_gap_s`` seconds, in typed arrays (NaN is None)."""
 
-    __slots__ = ("count", "min_gap_s", "next_ts", "size", "ts", "values")
+    __slots__ = ("arrays", "count", "min_gap_s", "next_ts", "size", "ts", "values")
 
     def __init__(self, size: int, min_gap_s: float = 1.0) -> None:
         self.size, self.count, self.min_gap_s = size, 0, min_gap_s
         self.next_ts = 0.0  # samples older than this are not kept
         self.ts = array("d", bytes(8 * size))
         self.values = [array("f", bytes(4 * size)) for _ in _VALUES]
+        self.arrays = (self.ts, *self.values)  # in _KEPT's order
 
     def add(self, series: GpuSeries) -> None:
         """Keep the samples of ``series`` (sorted by time) that are ``min_gap_s`` past the newest point."""
-        columns = [getattr(series, name) for name in _VALUES]
-        for n, ts in enumerate(series.ts):
-            if ts < self.next_ts:
-                continue
-            self.next_ts = ts + self.min_gap_s
-            i = self.count % self.size
-            self.ts[i] = ts
-            for out, column in zip(self.values, columns, strict=True):
-                value = None if column is None else column[n]
+        keep, next_ts, gap = [], self.next_ts, self.min_gap_s
+        for n, ts in enumerate(series.ts):  # which samples: usually all of them
+            if ts >= next_ts:
+                keep.append(n)
+                next_ts = ts + gap
+        if not keep:
+            return
+        self.next_ts = next_ts
+        size, count, n = self.size, self.count, len(keep)
+        start = count % size
+        self.count = count + n
+        if n == len(series.ts) and start + n <= size:  # all of them, in one stretch: slices of arrays
+            for out, name in zip(self.arrays, _KEPT, strict=True):
+                column = getattr(series, name)
+                if column is None:
+                    column = [math.nan] * n
+                elif None in column:
+                    column = [math.nan if v is None else v for v in column]
+                out[start : start + n] = array(out.typecode, column)
+            return
+        slots = [(count + k) % size for k in range(n)]
+        for out, name in zip(self.arrays, _KEPT, strict=True):
+            column = getattr(series, name)
+            for i, value in zip(slots, [None] * n if column is None else [column[k] for k in keep], strict=True):
                 out[i] = math.nan if value is None else value
-            self.count += 1
 
     def points(self) -> list[Point]:
         """Oldest first."""
@@ -93,6 +110,14 @@ class Faults(NamedTuple):
             sample.remap_failure,
         )
 
+    @classmethod
+    def last_of(cls, series: GpuSeries) -> Faults:
+        """The counts of the last sample of ``series``, read from its columns (no sample built)."""
+        return cls(*(None if column is None else column[-1] for column in _FAULT_COLUMNS(series)))
+
+
+_FAULT_COLUMNS = attrgetter(*Faults._fields)
+
 
 NO_FAULTS = Faults(None, None, None, None, None)
 
@@ -114,6 +139,8 @@ class GpuState:
     received_at: float | None = None  # server clock: when the latest sample arrived (agent clocks may skew)
     recent: Ring | None = field(default=None, repr=False)
     faults: Faults = NO_FAULTS  # the latest known, from its samples or (after a restart) the database
+    latest_ts: float | None = None  # the latest sample's time
+    unbuilt: GpuSeries | None = field(default=None, repr=False)  # whose last sample is the latest, not built yet
 
 
 @dataclass(slots=True)
@@ -180,12 +207,13 @@ class Telemetry:
                 state = self._gpus.get((node, s.gpu))
                 if state is None:
                     state = self._add_gpu(node, GpuInfo(index=s.gpu, uuid=s.uuid, name="unknown"))
-                if state.latest is None or s.ts[-1] >= state.latest.ts:
-                    latest = state.latest = sample_at(s, len(s.ts) - 1, self._sample_type)
-                    state.received_at = now
-                    if (faults := Faults.of(latest)) != state.faults:
+                last = s.ts[-1]
+                if state.latest_ts is None or last >= state.latest_ts:
+                    # Built when read (`_copy`): a scrape every 15 s reads it, batches replace it every 2 s.
+                    state.unbuilt, state.latest_ts, state.received_at = s, last, now
+                    if (faults := Faults.last_of(s)) != state.faults:
                         state.faults = faults
-                        changed.append(FaultChange(s.gpu, s.uuid, faults, latest.ts))
+                        changed.append(FaultChange(s.gpu, s.uuid, faults, last))
                 if state.recent is not None and s.ts[-1] >= state.recent.next_ts:
                     state.recent.add(s)
         return changed
@@ -255,7 +283,11 @@ class Telemetry:
             state = self._nodes[name] = NodeState(name)
         return state
 
-    @staticmethod
-    def _copy(state: GpuState) -> GpuState:
-        # Samples are immutable pydantic models; only the containers need copying.
-        return GpuState(state.node, state.info, state.latest, state.received_at, faults=state.faults)
+    def _copy(self, state: GpuState) -> GpuState:
+        """A copy for readers, its latest sample built if a batch left it unbuilt (the caller holds the lock)."""
+        if (series := state.unbuilt) is not None:
+            state.latest, state.unbuilt = sample_at(series, len(series.ts) - 1, self._sample_type), None
+        # Samples are immutable; only the containers need copying.
+        return GpuState(
+            state.node, state.info, state.latest, state.received_at, faults=state.faults, latest_ts=state.latest_ts
+        )
