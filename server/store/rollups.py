@@ -19,6 +19,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from itertools import islice
 from operator import itemgetter
 from typing import Any
@@ -119,65 +120,18 @@ class RollupBuffer:
 
     def add(self, node_id: int, series: Iterable[GpuSeries]) -> None:
         """Fold ``series`` (in time order) of ``node_id`` into the pending sums."""
-        part = self._fold(node_id, series)
-        with self._lock:
-            self._pending.merge(part)
+        with self._lock:  # straight into them: a part folded apart and merged cost as much again
+            _fold(self._pending, node_id, series)
 
     def write(self, session: Session, node_id: int, series: Iterable[GpuSeries]) -> int:
         """Write the rollups of ``series`` now, in ``session``'s transaction, bypassing the buffer."""
+        part = _Pending()
+        _fold(part, node_id, series)
         try:
-            return self._write(session, self._fold(node_id, series))
+            return self._write(session, part)
         except BaseException:
             self._gpu_ids.clear()  # GPU rows inserted by this transaction are rolled back with it
             raise
-
-    @staticmethod
-    def _fold(node_id: int, series: Iterable[GpuSeries]) -> _Pending:
-        """The series' sums by (GPU, minute) and (job, rank, minute): each minute's slice of each column
-        summed with builtins."""
-        part = _Pending()
-        for s in series:
-            ts, n = s.ts, len(s.ts)
-            periods = series_periods(s)
-            utils = s.util_gpu or [None] * n
-            powers = [w or 0.0 for w in s.power_w] if s.power_w else [0.0] * n
-            start = 0
-            while start < n:  # minute by minute (the series is in time order)
-                whole = int(ts[start] // 60)
-                end = bisect_left(ts, (whole + 1) * 60, start + 1)
-                minute = datetime.fromtimestamp(whole * 60, UTC)
-                u, p, w = utils[start:end], periods[start:end], powers[start:end]
-                known = [x for x in u if x is not None]
-                seconds = sum(p)
-                idle = sum(q for x, q in zip(u, p, strict=True) if x is not None and x < IDLE_UTIL)
-                energy = sum(a * q for a, q in zip(w, p, strict=True))
-                _fold_gpu(
-                    part.gpus,
-                    (node_id, s.gpu, minute),
-                    [
-                        end - start,
-                        sum(known),
-                        _total(s.util_mem, start, end),
-                        sum(w),
-                        seconds,
-                        idle,
-                        0.0 if s.job is not None else seconds,
-                        energy,
-                        max(known, default=0.0),
-                        _most(s.fb_used_mib, start, end),
-                        _most(s.temp_c, start, end),
-                    ],
-                )
-                if s.job is not None:
-                    busy = sum(x * q for x, q in zip(u, p, strict=True) if x is not None)
-                    key = (s.job, -1 if s.rank is None else s.rank, minute)
-                    _fold_job(part.jobs, key, seconds, idle, busy, energy)
-                start = end
-            total_mib = s.fb_total_mib[0] if s.fb_total_mib else None
-            part.uuids[(node_id, s.gpu)] = (s.uuid, total_mib)
-            if ts[-1] > part.gpu_seen.get((node_id, s.gpu), 0.0):
-                part.gpu_seen[(node_id, s.gpu)] = ts[-1]
-        return part
 
     def due(self) -> bool:
         """A flush is due (or one written slice by slice is not finished)."""
@@ -274,6 +228,64 @@ class RollupBuffer:
         session.connection().execute(stmt, due)
         for row in due:
             self._seen_written[row["row_id"]] = row["seen"].timestamp()
+
+
+def _fold(into: _Pending, node_id: int, series: Iterable[GpuSeries]) -> None:
+    """Fold the series' sums by (GPU, minute) and (job, rank, minute) into ``into``: each minute's slice
+    of each column summed with builtins."""
+    gpus, jobs = into.gpus, into.jobs
+    for s in series:
+        ts, n = s.ts, len(s.ts)
+        periods = series_periods(s)
+        utils = s.util_gpu or [None] * n
+        powers = [w or 0.0 for w in s.power_w] if s.power_w else [0.0] * n
+        whole, last = int(ts[0] // 60), int(ts[-1] // 60)
+        start = 0
+        while start < n:  # minute by minute (the series is in time order)
+            end = n if whole == last else bisect_left(ts, (whole + 1) * 60, start + 1)
+            minute = _minute(whole)
+            u, p, w = utils[start:end], periods[start:end], powers[start:end]
+            if None in u:
+                known = [x for x in u if x is not None]
+                pairs = [(x, q) for x, q in zip(u, p, strict=True) if x is not None]
+            else:
+                known, pairs = u, list(zip(u, p, strict=True))
+            seconds = sum(p)
+            idle = sum(q for x, q in pairs if x < IDLE_UTIL)
+            energy = sum(a * q for a, q in zip(w, p, strict=True))
+            _fold_gpu(
+                gpus,
+                (node_id, s.gpu, minute),
+                [
+                    end - start,
+                    sum(known),
+                    _total(s.util_mem, start, end),
+                    sum(w),
+                    seconds,
+                    idle,
+                    0.0 if s.job is not None else seconds,
+                    energy,
+                    max(known, default=0.0),
+                    _most(s.fb_used_mib, start, end),
+                    _most(s.temp_c, start, end),
+                ],
+            )
+            if s.job is not None:
+                busy = sum(x * q for x, q in pairs)
+                _fold_job(jobs, (s.job, -1 if s.rank is None else s.rank, minute), seconds, idle, busy, energy)
+            start = end
+            if start < n:
+                whole = int(ts[start] // 60)
+        total_mib = s.fb_total_mib[0] if s.fb_total_mib else None
+        into.uuids[(node_id, s.gpu)] = (s.uuid, total_mib)
+        if ts[-1] > into.gpu_seen.get((node_id, s.gpu), 0.0):
+            into.gpu_seen[(node_id, s.gpu)] = ts[-1]
+
+
+@lru_cache(maxsize=4096)
+def _minute(whole: int) -> datetime:
+    """The minute ``whole`` (minutes since the epoch) as the rollup rows' key: one datetime per minute."""
+    return datetime.fromtimestamp(whole * 60, UTC)
 
 
 def _total(column: list[Any] | None, start: int, end: int) -> float:
