@@ -73,14 +73,14 @@ async def ingest(request: Request, node: NodeDep, svc: ServicesDep) -> BatchAck:
     """Store one batch atomically. A batch with any invalid item is refused whole (422) and stores
     nothing; a batch already stored is acknowledged with ``duplicate: true`` and changes nothing.
 
-    Declared here for the OpenAPI spec; requests go to `ingest_endpoint`, mounted ahead of it."""
+    Declared here for the OpenAPI spec; requests go to `ingest_endpoint`, ahead of the app's stack."""
     return await _store(request, node, svc)
 
 
 async def ingest_endpoint(request: Request) -> Response:
-    """The ingest route without FastAPI's dependency solving and response model (a plain Starlette
-    endpoint, `server.app` mounts it before the routers): the same checks and answers as `ingest`,
-    at less fixed cost a batch. Errors raised here go through the app's exception handlers as usual."""
+    """The ingest route without FastAPI's dependency solving and response model: the same checks and
+    answers as `ingest`, at less fixed cost a batch. `server.app.IngestFastPath` calls it ahead of the
+    app's middleware and router, and answers what it raises with the app's exception handlers."""
     svc: Services = request.app.state.services
     node = await node_of(request, svc, request.headers.get("authorization"))
     ack = await _store(request, node, svc)

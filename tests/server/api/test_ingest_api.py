@@ -366,3 +366,26 @@ def test_a_full_ingest_queue_is_503_with_retry_after_and_the_queued_batch_is_sto
     assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
     assert "queue full" in refused.json()["detail"]
     assert stored.status_code == 200 and stored.json()["logs"] == 5
+
+
+def test_refused_batches_are_answered_by_the_apps_handlers_and_counted(
+    live_server: InProcessServer, node: httpx.Client
+) -> None:
+    """The batch route runs ahead of the app's middleware (`IngestFastPath`): its refusals still have
+    the app's bodies and headers, and are counted as every other route's are."""
+    invalid = _post(node, b'{"batch_id": "x"}')
+    assert invalid.status_code == 422 and invalid.json()["detail"][0]["loc"][:2] == ["body", "batch_id"]
+    anonymous = httpx.post(f"{live_server.url}/api/v1/ingest", content=b"{}")
+    assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"] == "Bearer"
+    assert "missing bearer token" in anonymous.json()["detail"]
+    garbage = node.post("/api/v1/ingest", content=b"not gzip", headers={"Content-Encoding": "gzip"})
+    assert garbage.status_code == 400 and garbage.json()["detail"].startswith("body is not valid gzip")
+    assert node.get("/api/v1/ingest").status_code == 405  # another method goes on to the router
+    assert _post(node, _batch(1)).status_code == 200
+    families = {f.name: f for f in text_string_to_metric_families(httpx.get(f"{live_server.url}/metrics").text)}
+    rejected = {s.labels["status"]: s.value for s in families["gpuwatch_ingest_rejected_requests"].samples}
+    assert rejected == {"422": 1.0, "401": 1.0, "400": 1.0, "405": 1.0}
+    batches = {
+        s.labels["outcome"]: s.value for s in families["gpuwatch_ingest_batches"].samples if s.name.endswith("_total")
+    }
+    assert batches["rejected"] == 4.0 and batches["stored"] == 1.0  # the GET too, as the router counts it
