@@ -29,7 +29,7 @@ from server.store.db import transaction
 from server.store.models import Node
 from server.store.nodes import from_agent, store_faults
 from server.store.rollups import RollupBuffer
-from server.telemetry.exporter import gpu_lost
+from server.telemetry.exporter import fell_off
 from server.telemetry.job_tracker import JobTracker
 from server.telemetry.labels import LabelBudget
 from server.telemetry.latest import FaultChange, Telemetry
@@ -104,7 +104,7 @@ class Folder:
         """A GPU of ``node`` judged lost (or found again) since its last batch: GpuFellOffTheBus changed,
         so the alert sender is poked at once rather than at its next resend."""
         agent, timeout = self.telemetry.agent_seen(node), self.incidents.settings.server.node_timeout_s
-        lost = frozenset(g.info.index for g in self.telemetry.gpus(node) if gpu_lost(g, agent, timeout))
+        lost = frozenset(i for i, at in self.telemetry.received(node).items() if fell_off(at, agent, timeout))
         if lost != self._lost.get(node, frozenset()):
             self._lost[node] = lost
             self.incidents.alerts_changed()

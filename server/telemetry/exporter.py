@@ -190,7 +190,12 @@ def gpu_lost(state: GpuState, agent_seen: float | None, timeout: float) -> bool:
     against the agent's last word, not the clock, so it holds while the node is silent (silence is no
     repair) and after a restart (both times are in the database). `gpuwatch_gpu_lost` and the server's
     own GpuFellOffTheBus post (server/notify/alert_state.py) both ask this."""
-    return state.received_at is not None and agent_seen is not None and agent_seen - state.received_at > timeout
+    return fell_off(state.received_at, agent_seen, timeout)
+
+
+def fell_off(received_at: float | None, agent_seen: float | None, timeout: float) -> bool:
+    """`gpu_lost` of a GPU last sampled at ``received_at``."""
+    return received_at is not None and agent_seen is not None and agent_seen - received_at > timeout
 
 
 def _render_lost(gpus: list[tuple[GpuState, str]], agent_seen: dict[str, float | None], timeout: float) -> str:

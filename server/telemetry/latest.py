@@ -255,6 +255,11 @@ class Telemetry:
                 return [self._copy(s) for _, s in sorted(self._gpus.items())]
             return [self._copy(self._gpus[(node, i)]) for i in sorted(self._indices.get(node, ()))]
 
+    def received(self, node: str) -> dict[int, float | None]:
+        """When each GPU of ``node`` last had a sample (server clock), by index: no copies, no samples built."""
+        with self._lock:
+            return {i: self._gpus[(node, i)].received_at for i in self._indices.get(node, ())}
+
     def agent_seen(self, node: str) -> float | None:
         """The node's agent's last word (None: never heard, or unknown node)."""
         with self._lock:
