@@ -12,7 +12,10 @@ The server's CPU per batch at two batch sizes gives the fixed cost of a batch an
 apart: ``cpu(n) = fixed + n * per_sample``.
 
     .venv/bin/python bench/ingest_saturate.py [--sizes 16,400] [--conns 64] [--rounds 3] [--round-s 15]
-                                              [--db sqlite|postgresql] [--check] [--json FILE]
+                                              [--db sqlite|postgresql] [--soak-s S] [--check] [--json FILE]
+
+``--soak-s`` then runs gpuwatch alone, saturated with the largest batches, for S more seconds, and reads
+its RSS every 30 s: memory that grows under load shows there.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from server.store.migrate import upgrade  # noqa: E402
 from tests.helpers import Proc, free_port, wait_until  # noqa: E402
 
 GPUS = 8
+SOAK_SLICE_S = 30.0  # the soak's RSS is read this often
 
 
 def _load(samples: int, batches: int) -> Load:
@@ -201,6 +205,7 @@ def main() -> None:
         "--postgres",
         default=os.environ.get("GPUWATCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
     )
+    ap.add_argument("--soak-s", type=float, default=0.0, help="then gpuwatch alone, saturated, this long (RSS)")
     ap.add_argument("--check", action="store_true", help="read back every line and event gpuwatch acknowledged")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--serve-reference", type=int, help=argparse.SUPPRESS)
@@ -209,7 +214,7 @@ def main() -> None:
         serve_reference(args.serve_reference)
         return
     sizes = [int(s) for s in args.sizes.split(",")]
-    seconds = args.rounds * args.round_s
+    seconds = args.rounds * args.round_s + args.soak_s
     # Enough batches for gpuwatch at up to 5,000 batches/s or --max-samples-per-s, warm-up included.
     per_node = {s: math.ceil(min(args.max_samples_per_s, 5_000 * s) * (seconds + 3) / (s * args.conns)) for s in sizes}
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -279,6 +284,11 @@ def _measure(
                     _round(gens, server.popen.pid, ("gw", gw_url, size, args.round_s))
                 )
                 print(size, rounds[f"reference {size}"][-1], rounds[f"gpuwatch {size}"][-1], flush=True)
+        soak = []  # gpuwatch alone, saturated with the last size's batches, RSS at the end of each slice
+        started = time.monotonic()
+        while time.monotonic() - started < args.soak_s:
+            soak.append(_round(gens, server.popen.pid, ("gw", gw_url, sizes[-1], SOAK_SLICE_S)))
+            print("soak", round(time.monotonic() - started), soak[-1], flush=True)
         for cmds, _ in gens:
             cmds.put(None)
         acked = [res.get(timeout=60) for _, res in gens]
@@ -289,7 +299,7 @@ def _measure(
         ref.terminate()
         ref.wait(15)
         ref_log.close()
-    out: dict[str, Any] = {"rounds": rounds}
+    out: dict[str, Any] = {"rounds": rounds, "soak": soak}
     if args.check:
         lines, events = sum(a["lines"] for a in acked), sum(a["events"] for a in acked)
         out["check"] = check(db_url, len(tokens), _load(sizes[0], 1), lines, events) | {"lines_acked": lines}
@@ -326,6 +336,12 @@ def _report(results: dict[str, Any], args: argparse.Namespace) -> None:
         print(
             f"gpuwatch server CPU a batch = {cost[lo] - lo * per_sample:,.0f} µs fixed + {per_sample:.2f} µs a sample"
         )
+    if soak := results.get("soak"):
+        rss = [round(r["rss_mib"]) for r in soak]
+        rates = [r["samples_per_s"] for r in soak]
+        print(f"soak: {len(soak)} slices of {SOAK_SLICE_S:g} s, {statistics.median(rates):,.0f} samples/s (median);")
+        refused = sum(r["refused"] for r in soak)
+        print(f"  RSS every {SOAK_SLICE_S:g} s (MiB): {', '.join(map(str, rss))}; refused {refused}")
     if "check" in results:
         print(f"check: {results['check']}")
     if args.json:
