@@ -1559,3 +1559,127 @@ def test_a_traceback_header_with_a_bars_residue_after_it_is_still_read() -> None
     assert _reason(_XTTS_TWO_GPUS) == "argument_error"
     other = _XTTS_TWO_GPUS.replace("[!] 2 active GPUs. Define the target GPU by", "something odd happened with")
     assert _reason(other) == "framework_error"
+
+
+# ---------------------------------------------------------------- corpus20, cases 626-665
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # xiong-zhitong/DOFA-pytorch#20 (case 627): Lightning refuses GPUs the process cannot see
+        (
+            "lightning.fabric.utilities.exceptions.MisconfigurationException: You requested gpu: [0, 1]\n But your machine only has: [0]",
+            "argument_error",
+        ),
+        # ... and none at all: a CPU-only torch
+        (
+            "pytorch_lightning.utilities.exceptions.MisconfigurationException: You requested GPUs: [0]\n But your machine only has: []",
+            "import_error",
+        ),
+        # tianweiy/CenterPoint#308 (case 633): an optional import that failed, then the name used
+        ("NameError: name 'apex' is not defined.\nNo apex\nNo tensorflow", "import_error"),
+        # the same exception for a name that is no package stays the script's
+        ("NameError: name 'optimzer' is not defined", "script_error"),
+        # meta-pytorch/torchrec#1008 (case 636): an mpirun rank's tail, frames without their header
+        (
+            '[1,7]<stderr>:  File "/opt/conda/envs/ptca/lib/python3.8/site-packages/torchrec/distributed/model_parallel.py", line 276, in forward\n'
+            "[1,7]<stderr>:    return self._dmp_wrapped_module(*args, **kwargs)\n"
+            "[1,7]<stderr>:RuntimeError: Storage size calculation overflowed with sizes=[8410156404468110876]",
+            "framework_error",
+        ),
+        # ... the same tail ending in the script's own frame is the script's
+        (
+            '[1,7]<stderr>:  File "apps/ranking/train.py", line 303, in _step\n'
+            "[1,7]<stderr>:    loss = compute(batch)\n"
+            "[1,7]<stderr>:KeyError: 'labels'",
+            "script_error",
+        ),
+        # alibaba/TorchEasyRec#360 (case 637): an assertion in a state-dict hook, while loading
+        (
+            '[rank1]:   File "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/module.py", line 2597, in load\n'
+            "[rank1]:     out = hook(module, incompatible_keys)\n"
+            '[rank1]:   File "/opt/conda/lib/python3.11/site-packages/torchrec/modules/mc_modules.py", line 231, in _load_state_dict_post_hook\n'
+            "[rank1]:     module.validate_state()\n"
+            '[rank1]:   File "/opt/conda/lib/python3.11/site-packages/torchrec/modules/mc_modules.py", line 1398, in validate_state\n'
+            "[rank1]:     start in self._output_segments_tensor\n"
+            "[rank1]: AssertionError: shard within range [189401, 378801] cannot be built out of segements tensor([     0,  94701, 1894",
+            "checkpoint_load_error",
+        ),
+        # Lightning-AI/litgpt#640 and deepspeedai/Megatron-DeepSpeed#196 (cases 647, 665): an assertion
+        # alone, no frame: the type decides, as the taxonomy's evidence (framework)
+        (
+            "AssertionError: The `grad_fn` is needed to access the `AccumulateGrad` and register the post-backward hook",
+            "framework_error",
+        ),
+        ("AssertionError: param 730 already assigned swap buffer id 45", "framework_error"),
+        ("ValueError: lengths array has incorrect size", "script_error"),
+        # OpenNMT/OpenNMT-py#662 (case 654), and torch's later wordings: torch built without a backend
+        (
+            "RuntimeError: the distributed NCCL backend is not available; try to recompile the THD package with CUDA and NCCL 2+ support at /opt/conda/conda-bld/pytorch_1533672544752/work/torch/lib/THD/process_group/General.cpp:17",
+            "import_error",
+        ),
+        ("RuntimeError: Distributed package doesn't have NCCL built in", "import_error"),
+        ("AssertionError: Torch not compiled with CUDA enabled", "import_error"),
+        # aigc-apps/VideoX-Fun#109 (case 649): the message printed before a traceback that never ends
+        (
+            "RuntimeError: Given groups=1, weight of size [1920, 33, 2, 2], expected input[2, 16, 80, 80] to have 33 channels, but got 16 channels instead\n"
+            "Traceback (most recent call last):\n"
+            '  File "/code/CogVideoX-Fun/scripts/train.py", line 1559, in main\n'
+            "    noise_pred = transformer3d(\n"
+            '  File "/envs/lib/python3.10/site-packages/torch/nn/parallel/distributed.py", line 1359, in _run_ddp_forward',
+            "script_error",
+        ),
+        # Lightning-AI/lit-llama#301 (case 646): the data iterator ran dry at the training loop
+        (
+            ' File "/vepfs/lit-llama/pretrain/redpajama.py", line 144, in main\n'
+            "    for iter_num, train_data in enumerate(train_dataloader):\n"
+            "RuntimeError: generator raised StopIteration",
+            "dataloader_error",
+        ),
+        # hpcaitech/Open-Sora#446 (case 640): the connection reset raised by the loop's iterator (the
+        # DataLoader's workers pass tensors over sockets), not by a peer node
+        (
+            '[rank1]:   File "/opt/ml/code/Open-Sora/scripts/train.py", line 235, in main\n'
+            "[rank1]:     for step, batch in pbar:\n"
+            "[rank1]: ConnectionResetError: [Errno 104] Connection reset by peer",
+            "dataloader_error",
+        ),
+        # ... and where the frames show the DataLoader's file-descriptor passing
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3.10/multiprocessing/resource_sharer.py", line 86, in get_connection\n'
+            "    c = Client(address, authkey=process.current_process().authkey)\n"
+            "ConnectionRefusedError: [Errno 111] Connection refused",
+            "dataloader_error",
+        ),
+        # a connection reset in a download, outside any loader, is still the network's
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3.10/site-packages/urllib3/connectionpool.py", line 703, in urlopen\n'
+            "    httplib_response = self._make_request(\n"
+            "ConnectionResetError: [Errno 104] Connection reset by peer",
+            "network_error",
+        ),
+        # a logged exception line tagged as a warning is a warning: the later error is the answer
+        (
+            "WARNING: ValueError: could not parse the optional config, using defaults\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            "gpu_oom",
+        ),
+    ],
+)
+def test_corpus20_exception_lines_without_a_traceback(text: str, reason: str) -> None:
+    """Exception lines met alone (a report's last line, a rank's tail whose header was cut): their message
+    first, then the frames above them when there are any, else their type, as the taxonomy's evidence."""
+    assert _reason(text) == reason
+
+
+def test_a_ray_actor_death_is_a_consequence_of_the_node_marked_dead() -> None:
+    """ray-project/ray#44680 (case 117): read alone now, RayActorError only reports the death."""
+    text = (
+        "WARNING worker.py:2037 -- The node with node id: 4c4427b6 and address: 10.4.3.95 and node name: 10.4.3.95 "
+        "has been marked dead because the detector has missed too many heartbeats\n"
+        "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task."
+    )
+    assert _reason(text) == "node_failure"
