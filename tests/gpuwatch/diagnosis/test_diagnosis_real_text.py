@@ -1683,3 +1683,56 @@ def test_a_ray_actor_death_is_a_consequence_of_the_node_marked_dead() -> None:
         "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task."
     )
     assert _reason(text) == "node_failure"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # bme-chatbots/dialogue-generation#8 (case 632): c10's internal assertion under terminate
+        (
+            "terminate called after throwing an instance of 'c10::Error'\n"
+            "  what():  owning_ptr == NullType::singleton() || owning_ptr->refcount_.load() > 0 INTERNAL ASSERT FAILED at /pytorch/c10/util/intrusive_ptr.h:348, please report a bug to PyTorch. intrusive_ptr: Can only intrusive_ptr::reclaim() owning pointers that were created using intrusive_ptr::release().\n"
+            "frame #2: THStorage_free + 0x17 (0x7f018e31c1d7 in /home/ubuntu/venv/lib/python3.6/site-packages/torch/lib/libtorch.so)",
+            "framework_error",
+        ),
+        # mindspore-lab/mindyolo#242 (case 641): Open MPI's signal handler, and mpirun's summary
+        (
+            "2023-11-03 17:50:49,478 [INFO] Epoch 2/100, Step 600/924, step time: 305.22 ms\n"
+            "[m2301007135:374576] *** Process received signal ***\n"
+            "[m2301007135:374576] Signal: Segmentation fault (11)\n"
+            "[m2301007135:374576] Signal code: Address not mapped (1)\n"
+            "[m2301007135:374576] [ 1] /lib/x86_64-linux-gnu/libc.so.6(+0x18b8f5)[0x7fcd5a6858f5]",
+            "framework_error",
+        ),
+        (
+            "mpirun noticed that process rank 3 with PID 0 on node gpu-n07 exited on signal 11 (Segmentation fault).",
+            "framework_error",
+        ),
+        # NVIDIA-NeMo#8085 (case 643): glibc's heap check, then the shell's abort
+        (
+            "Epoch 0:   0%|          | 0/152 [00:00<?, ?it/s]\ndouble free or corruption (out)\nAborted (core dumped)",
+            "framework_error",
+        ),
+        ("free(): invalid pointer\nAborted (core dumped)", "framework_error"),
+        # Oneflow-Inc/oneflow#6746 (case 642): glog's fatal check in the framework's op code
+        (
+            "F1122 13:50:47.079073 63928 user_op.cpp:299] Check failed: it != arg2tensor_desc_.end() Cannot find input_arg_name : out input_arg_index : 0\n"
+            "*** Check failure stack trace: ***",
+            "framework_error",
+        ),
+        # ... but a check whose message names the cause is left to the cause (Paddle#6136, case 604)
+        (
+            "F1201 10:22:42.120411 18811 LightNetwork.cpp:397] Check failed: error >= 0 ERROR connecting to 10.87.101.33: Connection refused [111]",
+            "network_error",
+        ),
+        # deepspeedai/DeepSpeed#4888 (case 664): glibc's assert() in DeepSpeed's async-IO op
+        (
+            "python: /opt/conda/lib/python3.10/site-packages/deepspeed/ops/csrc/aio/common/deepspeed_aio_common.cpp:125: int _do_io_complete(long long int, long long int, std::unique_ptr<aio_context>&, std::vector<std::chrono::duration<double> >&): Assertion `n_completes >= min_completes' failed.\n"
+            "[2023-12-31 02:55:09,375] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 302",
+            "framework_error",
+        ),
+    ],
+)
+def test_corpus20_native_aborts_in_their_own_words(text: str, reason: str) -> None:
+    """A native library that stopped itself, as c10, glibc, glog or Open MPI's handler says it."""
+    assert _reason(text) == reason
