@@ -1736,3 +1736,46 @@ def test_a_ray_actor_death_is_a_consequence_of_the_node_marked_dead() -> None:
 def test_corpus20_native_aborts_in_their_own_words(text: str, reason: str) -> None:
     """A native library that stopped itself, as c10, glibc, glog or Open MPI's handler says it."""
     assert _reason(text) == reason
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # bytedance/lightseq#143 (case 626): the cuBLAS sample code's wording, status 13 and 14
+        (
+            "!!!! kernel execution error. (m: 256, n: 256, k: 64, error: 13)\n!!!! kernel execution error. (m: 768, n: 1024, k: 768, error: 14)",
+            "cuda_error",
+        ),
+        # NVIDIA/TensorRT-LLM#1839 (case 644): TensorRT-LLM's check of a CUDA runtime call
+        (
+            "terminate called after throwing an instance of 'tensorrt_llm::common::TllmException'\n"
+            "  what():  [TensorRT-LLM][ERROR] CUDA runtime error in cudaMemGetInfo(&free, &total): unknown error (/home/jenkins/agent/workspace/LLM/release-0.10/L0_PostMerge/tensorrt_llm/cpp/tensorrt_llm/common/cudaUtils.h:319)",
+            "cuda_error",
+        ),
+        # the same words for memory are the GPU's memory, in TensorRT-LLM's and old torch's wording
+        (
+            "[TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, mCudaStream->get()): out of memory (/src/tensorrt_llm/runtime/tllmBuffers.h:118)",
+            "gpu_oom",
+        ),
+        (
+            "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/THCCachingAllocator.cpp:510",
+            "gpu_oom",
+        ),
+        # old torch's THC check
+        (
+            "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=405 error=11 : invalid argument",
+            "cuda_error",
+        ),
+        # and its device-side assert and bad ordinal still go to their own rules
+        (
+            "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/aten/src/THC/generic/THCTensorCopy.cpp:20",
+            "framework_error",
+        ),
+        (
+            "RuntimeError: cuda runtime error (10) : invalid device ordinal at torch/csrc/cuda/Module.cpp:34",
+            "argument_error",
+        ),
+    ],
+)
+def test_corpus20_cuda_failures_in_a_librarys_own_words(text: str, reason: str) -> None:
+    assert _reason(text) == reason
