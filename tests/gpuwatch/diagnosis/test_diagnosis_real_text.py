@@ -1779,3 +1779,35 @@ def test_corpus20_native_aborts_in_their_own_words(text: str, reason: str) -> No
 )
 def test_corpus20_cuda_failures_in_a_librarys_own_words(text: str, reason: str) -> None:
     assert _reason(text) == reason
+
+
+_TCPSTORE_IN_USE = """
+Use GPU: 0 for training
+Traceback (most recent call last):
+  File "train.py", line 120, in train
+    dist.init_process_group(backend='nccl', init_method='env://')
+  File "/home/u/anaconda3/envs/facezoo/lib/python3.8/site-packages/torch/distributed/rendezvous.py", line 179, in _env_rendezvous_handler
+    store = TCPStore(master_addr, master_port, world_size, start_daemon, timeout)
+RuntimeError: Address already in use
+Traceback (most recent call last):
+  File "/home/u/anaconda3/envs/facezoo/lib/python3.8/site-packages/torch/distributed/launch.py", line 256, in main
+    raise subprocess.CalledProcessError(returncode=process.returncode,
+subprocess.CalledProcessError: Command '['/home/u/anaconda3/envs/facezoo/bin/python', '-u', 'train.py', '--local_rank=0']' returned non-zero exit status 1.
+"""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Meituan-AutoML/MobileVLM#60 (case 630): TCPStore's own wording
+        " RuntimeError: The server socket has failed to listen on any local network address. The server socket has failed to bind to [::]:9901 (errno: 98 - Address already in use). The server socket has failed to bind to ?UNKNOWN? (errno: 98 - Address already in use).",
+        # JDAI-CV/FaceX-Zoo#122 (case 660): older torch's bare message, inside torch's frames
+        _TCPSTORE_IN_USE,
+        # Python's own, for a server's port
+        "OSError: [Errno 98] Address already in use",
+    ],
+)
+def test_corpus20_a_port_already_in_use_is_the_rendezvous_not_the_framework(text: str) -> None:
+    """The rendezvous store cannot listen: its port is held (a run that did not exit, another job on the
+    node). The taxonomy files rendezvous failures under network_error (restart), not the framework."""
+    assert _reason(text) == "network_error"
