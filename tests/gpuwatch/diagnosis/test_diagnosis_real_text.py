@@ -1811,3 +1811,72 @@ def test_corpus20_a_port_already_in_use_is_the_rendezvous_not_the_framework(text
     """The rendezvous store cannot listen: its port is held (a run that did not exit, another job on the
     node). The taxonomy files rendezvous failures under network_error (restart), not the framework."""
     assert _reason(text) == "network_error"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # facebookresearch/maskrcnn-benchmark#711 (case 634): amp.scale_loss without amp.initialize;
+        # the last frame is apex's, the usage the caller's
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/home/u/maskrcnn-benchmark/maskrcnn_benchmark/engine/trainer.py", line 79, in do_train\n'
+            "    with amp.scale_loss(losses, optimizer) as scaled_losses:\n"
+            '  File "/home/u/anaconda3/envs/env/lib/python3.7/site-packages/apex-0.1-py3.7-linux-x86_64.egg/apex/amp/handle.py", line 78, in scale_loss\n'
+            "    if not _amp_state.opt_properties.enabled:\n"
+            "AttributeError: 'AmpState' object has no attribute 'opt_properties'",
+            "script_error",
+        ),
+        (
+            "RuntimeError: Incoming model is an instance of torch.nn.parallel.DistributedDataParallel. Parallel wrappers should only be applied to the model(s) AFTER the model(s) have been returned from amp.initialize.",
+            "script_error",
+        ),
+        # OpenNMT/OpenNMT-py#34 (case 652): DataParallel's parallel_apply re-raises a replica's exception
+        # ('raise output'): the frame says nothing of where it came from, the type decides
+        (
+            "Traceback (most recent call last):\n"
+            '  File "train.py", line 198, in trainEpoch\n'
+            "    outputs = model(batch)\n"
+            '  File "/usr/local/lib/python2.7/dist-packages/torch/nn/parallel/parallel_apply.py", line 45, in parallel_apply\n'
+            "    raise output\n"
+            "ValueError: lengths array has incorrect size",
+            "script_error",
+        ),
+        # OpenNMT/OpenNMT-py#125 (case 653): THC's words for a device mismatch, re-raised the same way
+        (
+            "Traceback (most recent call last):\n"
+            '  File "train.py", line 254, in trainEpoch\n'
+            "    dec_state)\n"
+            '  File "/data/anaconda2/lib/python2.7/site-packages/torch/nn/parallel/parallel_apply.py", line 46, in parallel_apply\n'
+            "    raise output\n"
+            "RuntimeError: arguments are located on different GPUs at /b/wheel/pytorch-src/torch/lib/THC/generated/../generic/THCTensorMathPointwise.cu:214",
+            "script_error",
+        ),
+        # torch's other words for it
+        (
+            "RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same",
+            "script_error",
+        ),
+        (
+            "RuntimeError: Expected object of device type cuda but got device type cpu for argument #1 'self' in call to _th_addmm",
+            "script_error",
+        ),
+        (
+            "RuntimeError: Tensor for argument #2 'mat1' is on CPU, but expected it to be on GPU (while checking arguments for addmm)",
+            "script_error",
+        ),
+        # oobabooga/textgen#7016 (case 655): a device mismatch in transformers' loss code, then the UI's
+        # own success lines; the same evidence as case 597, the same answer
+        (
+            '/envs/textgen/lib/python3.11/site-packages/transformers/loss/loss_utils.py", line 29, in fixed_cross_entropy\n'
+            "    loss = loss / num_items_in_batch\n"
+            "           ~~~~~^~~~~~~~~~~~~~~~~~~~\n"
+            "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:1 and cuda:0!\n"
+            "23:30:37-256709 INFO     Training complete, saving\n"
+            "23:30:39-950875 INFO     Training complete!",
+            "script_error",
+        ),
+    ],
+)
+def test_corpus20_frames_and_wordings_that_point_elsewhere(text: str, reason: str) -> None:
+    assert _reason(text) == reason
