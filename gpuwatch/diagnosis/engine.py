@@ -6,7 +6,8 @@ Python tracebacks are followed to their final exception, which is classified by 
 the last frame is (user code → script error, framework code → framework error). Frames whose header was
 cut off are followed the same way; an exception line met alone (a report's last line) is classified by its
 message, else by its type (RuntimeError and AssertionError → framework error, as the taxonomy's
-evidence), as a warning that a later error outweighs.
+evidence): weakly, as a warning that any other signature or a later exit outweighs, and not at all when
+training went on after it.
 
 Weighing, within one file: each candidate has a severity (a warning, an error, a traceback's fatal
 exception, or the exit itself as a launcher, the scheduler or the collector tells it). What the run went
@@ -385,15 +386,19 @@ class _Scanner:
             return  # the message itself says what happened (CUDA error, NCCL error, OOM, ...)
         if name in _CASCADE_EXCEPTIONS:
             return
-        if alone:
-            severity = "warning"
         # With no frame (or only one that re-raises), the type decides.
         in_framework = name in _FRAMEWORK_TYPES if frame is None else _FRAMEWORK_PATH.search(frame) is not None
         reason = "framework_error" if in_framework else "script_error"
         if in_framework and loading and name in _CHECKPOINT_EXCEPTIONS:
             reason = "checkpoint_load_error"
         specific = bool(msg)
-        if name in _SCRIPT_EXCEPTIONS:
+        if alone:
+            # Known only by its type, and printed by something that may have gone on: not evidence when
+            # training went on after it; else a warning below every other signature, a launcher's account
+            # of the exit included, so that it is the answer only when nothing else is.
+            if self.view.first_progress(i + 1) is None:
+                self._add(i, raw, rank, reason, "root", 0.5, 9, f"exception-{name}", "warning", specific)
+        elif name in _SCRIPT_EXCEPTIONS:
             confidence = 0.75 if in_framework or name not in ("RuntimeError", "AssertionError") else 0.65
             self._add(i, raw, rank, reason, "root", confidence, 50, f"exception-{name}", severity, specific)
         elif name.endswith(("Error", "Exception")):

@@ -1880,3 +1880,16 @@ def test_corpus20_a_port_already_in_use_is_the_rendezvous_not_the_framework(text
 )
 def test_corpus20_frames_and_wordings_that_point_elsewhere(text: str, reason: str) -> None:
     assert _reason(text) == reason
+
+
+def test_an_exception_line_alone_is_weak_evidence() -> None:
+    """An exception line with no traceback, known only by its type, is the answer when nothing else is;
+    a launcher's account of the exit outweighs it, and training that went on after it makes it no
+    evidence at all (a handler printed it)."""
+    line = "ValueError: bad value in the optional config, ignoring"
+    assert _reason(line) == "script_error"
+    logged = line + "\niteration 5 | loss 1.0 | lr 0.1"
+    assert _reason(logged) == "unknown"
+    assert diagnose_rules([_src("t.log", line, signal=15)]).reason == "preempted"
+    assert diagnose_rules([_src("t.log", line, exit_code=137)]).reason == "host_oom"
+    assert _reason(line + "\nsrun: error: gpu-n17: task 3: Killed") == "host_oom"
