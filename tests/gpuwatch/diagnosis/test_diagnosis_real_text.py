@@ -1893,3 +1893,29 @@ def test_an_exception_line_alone_is_weak_evidence() -> None:
     assert diagnose_rules([_src("t.log", line, signal=15)]).reason == "preempted"
     assert diagnose_rules([_src("t.log", line, exit_code=137)]).reason == "host_oom"
     assert _reason(line + "\nsrun: error: gpu-n17: task 3: Killed") == "host_oom"
+
+
+_REPLICA_RERAISE = """
+Traceback (most recent call last):
+  File "train.py", line 88, in <module>
+    out = model(x)
+  File "/usr/lib/python3.10/site-packages/torch/nn/parallel/parallel_apply.py", line 89, in parallel_apply
+    output.reraise()
+  File "/usr/lib/python3.10/site-packages/torch/_utils.py", line 644, in reraise
+    raise exception
+RuntimeError: Caught RuntimeError in replica 0 on device 0.
+Original Traceback (most recent call last):
+  File "/usr/lib/python3.10/site-packages/torch/nn/parallel/parallel_apply.py", line 64, in _worker
+    output = module(*input, **kwargs)
+  File "/work/model.py", line 40, in forward
+    h = self.proj(x).view(b, -1)
+RuntimeError: shape '[8, -1]' is invalid for input of size 7
+"""
+
+
+def test_dataparallels_reraise_points_to_the_original_traceback() -> None:
+    """Today's DataParallel re-raises a replica's exception with the original traceback after it: the
+    original's frames decide (the model's own forward: the script's; a library's: the framework's)."""
+    assert _reason(_REPLICA_RERAISE) == "script_error"
+    in_library = _REPLICA_RERAISE.replace("/work/model.py", "/usr/lib/python3.10/site-packages/timm/models/vit.py")
+    assert _reason(in_library) == "framework_error"
