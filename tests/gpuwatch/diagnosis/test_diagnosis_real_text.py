@@ -1919,3 +1919,24 @@ def test_dataparallels_reraise_points_to_the_original_traceback() -> None:
     assert _reason(_REPLICA_RERAISE) == "script_error"
     in_library = _REPLICA_RERAISE.replace("/work/model.py", "/usr/lib/python3.10/site-packages/timm/models/vit.py")
     assert _reason(in_library) == "framework_error"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # an uncaught C++ exception whose what() no rule knows: a native abort, weakly
+        (
+            "terminate called after throwing an instance of 'c10::Error'\n  what():  unexpected refcount",
+            "framework_error",
+        ),
+        ("terminate called without an active exception\nAborted (core dumped)", "framework_error"),
+        # its what() line says more when a rule knows it
+        ("terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc", "host_oom"),
+        (
+            "terminate called after throwing an instance of 'std::runtime_error'\n  what():  NCCL Error 2: unhandled system error",
+            "nccl_error",
+        ),
+    ],
+)
+def test_the_cxx_runtimes_terminate_is_a_weak_native_abort(text: str, reason: str) -> None:
+    assert _reason(text) == reason
