@@ -1577,6 +1577,10 @@ def test_a_traceback_header_with_a_bars_residue_after_it_is_still_read() -> None
             "pytorch_lightning.utilities.exceptions.MisconfigurationException: You requested GPUs: [0]\n But your machine only has: []",
             "import_error",
         ),
+        (
+            "lightning_fabric.utilities.exceptions.MisconfigurationException: `CUDAAccelerator` can not run on your system since the accelerator is not available. The following accelerator(s) is available and can be passed into `accelerator` argument of `Trainer`: ['cpu'].",
+            "import_error",
+        ),
         # tianweiy/CenterPoint#308 (case 633): an optional import that failed, then the name used
         ("NameError: name 'apex' is not defined.\nNo apex\nNo tensorflow", "import_error"),
         # the same exception for a name that is no package stays the script's
