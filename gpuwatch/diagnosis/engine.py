@@ -327,7 +327,10 @@ class _Scanner:
                 return j  # not a traceback's line: the scan goes on from it
             if self.rules.prefilter(line):
                 self._line(j, line, text, rank)
-        return i + 1
+        # No final exception. After a header the scan goes back over what was walked, as it always has;
+        # frames without one were all read (their lines are frames, source lines and carets), so the
+        # scan goes on after them rather than walk them again from each frame.
+        return j + 1 if strict else i + 1
 
     def _root_cause_line(self, text: str) -> bool:
         if m := _ROOT_CAUSE_RANK.match(text):
