@@ -48,8 +48,11 @@ _FRAME = re.compile(
 # Python's header, and Sacred's for the traceback it shortens ("most recent calls WITHOUT Sacred internals").
 _TRACEBACK = re.compile(r"Traceback \(most recent calls? (?:last|WITHOUT Sacred internals)\)")
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s?(?P<msg>.*))?$")
+# A framework's package also when it runs from its source tree (a container's /t5x/t5x/train.py, a clone's
+# fairseq/, nemo/): training frameworks that are commonly run that way.
 _FRAMEWORK_PATH = re.compile(
     r"site-packages|dist-packages|/torch/|/deepspeed/|/megatron/|/transformers/|/apex/|/sglang/srt/|/vllm/"
+    r"|/(?:t5x|paxml|praxis|flax|fairseq2?|nemo|detectron2|mmcv|mmengine|colossalai|fairscale|torchtitan|torchtune)/"
 )
 # A frame of a framework's checkpoint loading (Lightning's load_from_checkpoint and checkpoint connector,
 # torch's load_state_dict, mmcv's load_checkpoint): an exception that says only its type (a KeyError for
@@ -241,6 +244,7 @@ class _Scanner:
         # Traceback (most recent call last)"), and its final line may never come: read the header too.
         if head := text[: header.start()].strip():
             self._line(i, raw, head, prefix_rank)
+        strip = _LinePrefix(text[: header.start()])
         last_frame: str | None = None
         caller: str | None = None  # the frame before the last one
         lookup = False  # the last frame is a framework's attribute-lookup hook
@@ -250,6 +254,7 @@ class _Scanner:
             if line is None:
                 break
             text, rank = normalize(line)
+            text = strip(text)
             frame = _FRAME.match(text)
             if frame:
                 caller, last_frame = last_frame, frame.group("path") or frame.group("ipython") or frame.group("rich")
@@ -354,6 +359,29 @@ class _Scanner:
         if role == "root":  # what came after it, while the view still holds those lines
             self.progress[i + 1] = self.view.first_progress(i + 1)
         return candidate
+
+
+class _LinePrefix:
+    """What a logger wrote before a traceback's header, when it writes the same before every line of it
+    (a cloud's "<time> workerpool0-0 ", pdsh's "worker-3: ", a host and a program name; digits may change
+    from line to line, as in a sequence number): taken off each line of the traceback, so its frames and
+    its final exception are read. A header with a word before it and no separator after (IPython's
+    "ZeroDivisionError      Traceback ...") has no prefix: its final line starts with that word."""
+
+    def __init__(self, head: str) -> None:
+        self.head = head if head.strip() and not head[-1].isalnum() and not _IPYTHON_HEAD.match(head) else ""
+        self.shape = _DIGITS.sub("0", self.head)
+
+    def __call__(self, text: str) -> str:
+        n = len(self.head)
+        if n and (text.startswith(self.head) or _DIGITS.sub("0", text[:n]) == self.shape):
+            return text[n:].strip()
+        return text
+
+
+_DIGITS = re.compile(r"\d")
+# IPython's "<ExceptionName>   Traceback (most recent call last)": the exception's name, then spaces.
+_IPYTHON_HEAD = re.compile(r"^[A-Za-z_][\w.]*(?:\([\w.]+\))?\s{2,}$")
 
 
 def _severity(of_rule: str, of_line: str) -> str:
