@@ -127,3 +127,54 @@ def test_a_framework_run_from_its_source_tree_is_still_the_framework() -> None:
 2022-10-13 12:51:44.934 CEST ValueError: too many values to unpack (expected 2)
 """
     assert _diagnose(text) == ("framework_error", "exception-ValueError")
+
+
+# ---------------------------------------------------------------- wrappers that only point elsewhere
+
+_SAGEMAKER_NOTEBOOK = """
+2024-11-09 00:25:02 Failed - Training job failed
+---------------------------------------------------------------------------
+UnexpectedStatusException                 Traceback (most recent call last)
+Cell In[26], line 34
+---> 34 estimator.fit({"training": inputs},
+UnexpectedStatusException: Error for Training job model-res50-300k-noft-contra-aug-2024-11-09-00-18-33: Failed. Reason: AlgorithmError: ExecuteUserScriptError:
+ExitCode 1
+"""
+
+
+def test_a_cloud_sdk_wrapper_does_not_outrank_the_job_log() -> None:
+    """Lightning-AI/pytorch-lightning#20409: the notebook's UnexpectedStatusException only says the
+    SageMaker job failed; the job's own log says how (here a kill the shell reports)."""
+    job = _src(
+        "training-job.log",
+        """
+[1,mpirank:0,algo-1]<stdout>:Epoch 0:  99%|█████████▉| 2988/3000 [05:41<00:01,  8.75it/s, v_num=0, train_loss=2.310]
+/opt/ml/code/train.sh: line 12:   341 Killed                  python s4_mod_pl_cloud_01.py
+""",
+    )
+    d = diagnose_rules([_src("notebook.log", _SAGEMAKER_NOTEBOOK), job])
+    assert d.reason == "host_oom"
+
+
+def test_a_cloud_sdk_wrapper_alone_is_a_weak_answer() -> None:
+    d = diagnose_rules([_src("notebook.log", _SAGEMAKER_NOTEBOOK)])
+    assert d.rule_id == "wrapper-remote-job-failed"
+    assert d.confidence < 0.7  # the LLM analyser, when configured, is asked
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "UnexpectedStatusException: Error for Processing job pp-2024-01-02: Failed. Reason: AlgorithmError: See job logs for more information",
+        "RuntimeError: Job failed with:",  # Vertex AI SDK (google-cloud-aiplatform's jobs.py)
+        "RuntimeError: Training failed with:",
+        "The replica workerpool0-0 exited with a non-zero status of 1. To find out more about why your job exited please check the logs",
+        "ray.train.base_trainer.TrainingFailedError: The Ray Train run failed. Please inspect the previous error messages for a cause.",
+        "azureml._common.exceptions.ActivityFailedException: ActivityFailedException:",
+        "mlflow.exceptions.ExecutionException: Run (ID '3b1c7c0e9f1d4e2a8f0e') failed",
+        "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with exit code 1",
+    ],
+)
+def test_wrappers_of_other_processes_failures_are_cascades(line: str) -> None:
+    d = diagnose_rules([_src("client.log", line)])
+    assert (d.rule_id, d.confidence < 0.7) == ("wrapper-remote-job-failed", True)
