@@ -178,3 +178,115 @@ def test_a_cloud_sdk_wrapper_alone_is_a_weak_answer() -> None:
 def test_wrappers_of_other_processes_failures_are_cascades(line: str) -> None:
     d = diagnose_rules([_src("client.log", line)])
     assert (d.rule_id, d.confidence < 0.7) == ("wrapper-remote-job-failed", True)
+
+
+# ---------------------------------------------------------------- CUDA libraries in their own words
+
+
+def _in_torch(message: str) -> str:
+    """A message as the final exception of a traceback whose last frame is the script's."""
+    return f"""
+Traceback (most recent call last):
+  File "/work/openfold/openfold/utils/loss.py", line 1972, in forward
+    losses[loss_name] = loss_fn()
+{message}
+"""
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "RuntimeError: cusolver error: CUSOLVER_STATUS_INTERNAL_ERROR",  # aqlaboratory/openfold#471
+        "RuntimeError: cusolver error: CUSOLVER_STATUS_EXECUTION_FAILED, when calling `cusolverDnSgetrf( handle, m, n, dA, ldda, static_cast<float*>(dataPtr.get()), ipiv, info)`",
+        "RuntimeError: cuFFT error: CUFFT_INTERNAL_ERROR",
+        "RuntimeError: cuFFT error: CUFFT_EXEC_FAILED",
+        "RuntimeError: CURAND_STATUS_LAUNCH_FAILURE",
+        "RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR",
+        "RuntimeError: cuDNN error: CUDNN_STATUS_MAPPING_ERROR",
+        "RuntimeError: CUSPARSE_STATUS_INTERNAL_ERROR when calling `cusparseSpMM(handle, opa, opb, &alpha, descA, descB, &beta, descC, valueType, alg, dBuffer)`",
+        "RuntimeError: cuSolver internal error",  # jaxlib's wording (kalininalab/alphafold_non_docker#22)
+        "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: jaxlib/gpu/solver_kernels.cc:45: operation gpusolverDnCreate(&handle) failed: cuSolver internal error",
+        "RuntimeError: jaxlib/cuda/cublas_kernels.cc:118: operation cublasCreate(&handle) failed: cuBlas execution failed",
+        "tensorflow.python.framework.errors_impl.InternalError: Blas GEMM launch failed : a.shape=(32, 784), b.shape=(784, 10), m=32, n=10, k=784",
+    ],
+)
+def test_cuda_library_failures_are_cuda_errors_wherever_raised(message: str) -> None:
+    assert _diagnose(_in_torch(message))[0] == "cuda_error"
+
+
+def test_cuda_library_out_of_memory_stays_gpu_oom() -> None:
+    assert (
+        _diagnose(
+            _in_torch("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")
+        )[0]
+        == "gpu_oom"
+    )
+
+
+# ---------------------------------------------------------------- the dynamic loader
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        # aqlaboratory/openfold#226: two cuBLAS builds in one environment
+        "OSError: /opt/conda/lib/python3.9/site-packages/torch/lib/../../../../libcublas.so.11: symbol cublasLtGetStatusString version libcublasLt.so.11 not defined in file libcublasLt.so.11 with link time reference",
+        "OSError: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.30' not found (required by /opt/conda/lib/python3.10/site-packages/torch/lib/libtorch_python.so)",
+        "python: error while loading shared libraries: libpython3.10.so.1.0: cannot open shared object file: No such file or directory",
+        "OSError: libcudart.so.12: cannot open shared object file: No such file or directory",
+        "Could not load library libcudnn_cnn_infer.so.8. Error: libnvrtc.so: cannot open shared object file: No such file or directory",
+        'OSError: [WinError 126] The specified module could not be found. Error loading "C:\\AI\\venv\\lib\\site-packages\\torch\\lib\\c10.dll" or one of its dependencies.',
+        'OSError: [WinError 127] The specified procedure could not be found. Error loading "C:\\AI\\venv\\lib\\site-packages\\torch\\lib\\caffe2_nvrtc.dll" or one of its dependencies.',
+        "OSError: /usr/local/lib/libnccl.so.2: wrong ELF class: ELFCLASS32",
+        # Nerogar/OneTrainer#46: bitsandbytes' CPU-only library lacks the 8-bit optimizer's kernel (ctypes on Windows)
+        "AttributeError: function 'cadam32bit_grad_fp32' not found",
+    ],
+)
+def test_the_dynamic_loader_refusing_a_library_is_an_installation_problem(message: str) -> None:
+    assert _diagnose(_in_torch(message))[0] == "import_error"
+
+
+def test_bitsandbytes_cpu_build_then_a_bare_missing_kernel() -> None:
+    """Nerogar/OneTrainer#46, as the UI's console showed it: no traceback, no exception name."""
+    text = r"""
+bin C:\AI\OneTrainer\venv\lib\site-packages\bitsandbytes\libbitsandbytes_cpu.so
+C:\AI\OneTrainer\venv\lib\site-packages\bitsandbytes\cextension.py:34: UserWarning: The installed version of bitsandbytes was compiled without GPU support. 8-bit optimizers, 8-bit multiplication, and GPU quantization are unavailable.
+  warn("The installed version of bitsandbytes was compiled without GPU support. "
+function 'cadam32bit_grad_fp32' not found
+"""
+    assert _diagnose(text)[0] == "import_error"
+
+
+# ---------------------------------------------------------------- builds that do not fit the GPU
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "RuntimeError: nvrtc: error: invalid value for --gpu-architecture (-arch)",  # RosettaCommons/RFdiffusion#289
+        "RuntimeError: CUDA error: no kernel image is available",  # cut short (PapenfussLab/proteindj#12)
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ARCH_MISMATCH when calling `cublasCreate(handle)`",
+        "RuntimeError: cuDNN error: CUDNN_STATUS_ARCH_MISMATCH",
+        "ptxas fatal   : Value 'sm_90a' is not defined for option 'gpu-name'",
+        "nvcc fatal   : Unsupported gpu architecture 'compute_89'",
+    ],
+)
+def test_a_build_that_does_not_fit_the_gpu_is_an_installation_problem(message: str) -> None:
+    assert _diagnose(_in_torch(message))[0] == "import_error"
+
+
+def test_no_kernel_image_inside_a_nextflow_command_error_block() -> None:
+    """PapenfussLab/proteindj#12: the traceback indented inside Nextflow's 'Command error:' block."""
+    text = """
+Command error:
+  Error executing job with overrides: ['inference.output_prefix=rfd/fold', 'inference.num_designs=8', 'contigmap.contigs=[60-80]']
+  Traceback (most recent call last):
+    File "/app/RFdiffusion/scripts/run_inference.py", line 84, in main
+      x_init, seq_init = sampler.sample_init()
+    File "/app/RFdiffusion/rfdiffusion/inference/model_runners.py", line 326, in sample_init
+      self._init_cyclic_reses(self.mask_str, self.contig_map)
+  RuntimeError: CUDA error: no kernel image is available
+
+  Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
+"""
+    assert _diagnose(text)[0] == "import_error"
