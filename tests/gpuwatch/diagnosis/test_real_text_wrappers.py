@@ -290,3 +290,130 @@ Command error:
   Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
 """
     assert _diagnose(text)[0] == "import_error"
+
+
+# ---------------------------------------------------------------- the launch or the request, not the code
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        # rwth-i6/i6_core#444: torch's env:// rendezvous under mpirun, not torchrun
+        "ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable RANK expected, but not set",
+        "ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable MASTER_ADDR expected, but not set",
+        "ValueError: Error initializing torch.distributed using tcp:// rendezvous: rank parameter missing",
+        "KeyError: 'LOCAL_RANK'",
+        # tensorflow/models#10735: the TPU's name is a flag the job was not given
+        "ValueError: Please provide a TPU Name to connect to.",
+    ],
+)
+def test_a_launch_that_lacks_what_the_run_needs_is_an_argument_error(message: str) -> None:
+    text = f"""
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/rendezvous.py", line 220, in _get_env_or_raise
+    raise _env_error(env_var)
+{message}
+"""
+    assert _diagnose(text)[0] == "argument_error"
+
+
+def test_a_cloud_api_refusing_the_jobs_request_is_an_argument_error() -> None:
+    """GoogleCloudPlatform/vertex-ai-samples#213: the Vertex AI SDK in a notebook (IPython's layout, the
+    exception's name with no 'Error'); the request, not the code."""
+    text = """
+_InactiveRpcError                         Traceback (most recent call last)
+/opt/conda/lib/python3.7/site-packages/google/api_core/grpc_helpers.py in error_remapped_callable(*args, **kwargs)
+---> 66             return callable_(*args, **kwargs)
+
+The above exception was the direct cause of the following exception:
+
+InvalidArgument                           Traceback (most recent call last)
+/tmp/ipykernel_3121/2411962466.py in <module>
+---> 17         accelerator_count=TRAIN_NGPU,
+/opt/conda/lib/python3.7/site-packages/google/api_core/grpc_helpers.py in error_remapped_callable(*args, **kwargs)
+---> 68             raise exceptions.from_grpc_error(exc) from exc
+
+InvalidArgument: 400 Accelerator "NVIDIA_TESLA_K80" is not supported for machine type "n1-standard-4"
+"""
+    assert _diagnose(text)[0] == "argument_error"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        'google.api_core.exceptions.InvalidArgument: 400 Machine type "a2-highgpu-1g" is not supported.',
+        "google.api_core.exceptions.FailedPrecondition: 400 The request is invalid",
+        "botocore.exceptions.ClientError: An error occurred (ValidationException) when calling the CreateTrainingJob operation: Instance type ml.p3.2xlarge is not supported",
+    ],
+)
+def test_cloud_request_refusals(message: str) -> None:
+    assert _diagnose(message)[0] == "argument_error"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "RuntimeError: FlashAttention only supports Ampere GPUs or newer.",  # AdrianBZG/llama-multimodal-vqa#2
+        "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5. You can use float16 instead by explicitly setting the`dtype` flag in CLI, for example: --dtype=half.",
+        "ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0",
+    ],
+)
+def test_settings_that_ask_for_what_the_gpu_lacks_are_argument_errors(message: str) -> None:
+    text = f"""
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/flash_attn/flash_attn_interface.py", line 51, in _flash_attn_forward
+    out, q, k, v, out_padded, softmax_lse, S_dmask, rng_state = flash_attn_cuda.fwd(
+{message}
+"""
+    assert _diagnose(text)[0] == "argument_error"
+
+
+# ---------------------------------------------------------------- storage, NCCL's words, native crashes
+
+
+def test_a_checkpoint_upload_refused_by_gcs_is_storage() -> None:
+    """google-research/text-to-text-transfer-transformer#280: TensorFlow's retrying file system gives up
+    on GCS; its 'may be due to a preemption' sentence is a guess, not evidence."""
+    text = """
+INFO:tensorflow:Saving checkpoints for 60 into gs://prot-transformers-eu/t5/models/uniref100/large/model.ckpt.
+INFO:tensorflow:An error was raised. This may be due to a preemption in a connected worker or parameter server. The current session will be closed and a new session will be created.
+All 10 retry attempts failed. The last failure: Unavailable: Error executing an HTTP request: HTTP response code 503
+         when resuming upload gs://prot-transformers-eu/t5/models/uniref100/large/model.ckpt-60_temp_838179b3efeb4ecb90a79af73c170014/
+         [[node save/SaveV2_1 (defined at /site-packages/mesh_tensorflow/transformer/utils.py:720) ]]
+"""
+    assert _diagnose(text)[0] == "storage_error"
+
+
+def test_tensorflows_root_errors_are_read_in_their_details() -> None:
+    """tensorflow/tensorflow#36510: 'InternalError: 2 root error(s) found.' says nothing; the lines after
+    it carry NCCL's own result string ('unhandled cuda error') at NcclAllReduce."""
+    text = """
+Traceback (most recent call last):
+  File "workspace/gpu_tests/test_gpus.py", line 60, in <module>
+    model.fit(train_dataset, epochs=10)
+  File "<string>", line 3, in raise_from
+tensorflow.python.framework.errors_impl.InternalError: 2 root error(s) found.
+  (0) Internal:  unhandled cuda error
+         [[node Adam/NcclAllReduce (defined at workspace/gpu_tests/test_gpus.py:60) ]]
+  (1) Internal:  unhandled cuda error
+         [[node Adam/NcclAllReduce (defined at workspace/gpu_tests/test_gpus.py:60) ]]
+0 successful operations.
+"""
+    assert _diagnose(text)[0] == "nccl_error"
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # google-research/t5x#340: faulthandler's report, then bash's job control
+        [
+            "Fatal Python error: Segmentation fault",
+            "./train_yelp_xxl.sh: line 34: 12024 Aborted                 (core dumped) python3 -m t5x.train --gin_file=x.gin",
+        ],
+        ["Fatal Python error: Aborted"],
+        ["./run.sh: line 7: 4242 Aborted (core dumped) python train.py"],
+        ["/var/spool/slurmd/job42/slurm_script: line 21: 48213 Segmentation fault      (core dumped) python train.py"],
+    ],
+)
+def test_native_crashes_reported_by_python_or_the_shell(lines: list[str]) -> None:
+    assert _diagnose("\n".join(lines))[0] == "framework_error"
