@@ -170,7 +170,20 @@ def _compiled(user_dir: str | None, _state: tuple[tuple[str, int, int], ...]) ->
 
     return RuleSet(
         load_rules(Path(user_dir) if user_dir else None),
-        extra_keywords=("traceback", "xid", "root cause"),
+        extra_keywords=(
+            "traceback",
+            "xid",
+            "root cause",
+            # the first lines of a boot (_BOOT)
+            "linux version",
+            "boot_image=",
+            "booting linux",
+            "inserted module",
+            "running in system mode",
+            "rsyslogd",
+            "-- reboot --",
+            "-- boot ",
+        ),
     )
 
 
@@ -236,6 +249,7 @@ class _Scanner:
         header = _TRACEBACK.search(text)
         if header is None:
             self._line(i, raw, text, prefix_rank)
+            self._reboot(i, raw)
             return i + 1
         # Python's "Exception ignored in: ..." tracebacks (a destructor failing during shutdown) are noise.
         before = view.get(i - 1)
@@ -270,6 +284,24 @@ class _Scanner:
             if self.rules.prefilter(line):
                 self._line(j, line, text, rank)
         return i + 1
+
+    def _reboot(self, i: int, raw: str) -> None:
+        """A node that rebooted under the run, known only by its syslog or kernel log: the first line of a
+        boot (the kernel's banner, systemd's module loading, journalctl's "-- Reboot --") after a line that
+        came at least a minute earlier (the machine was down) or a kernel clock that went back to zero, with
+        no training progress after it in the file. A log that starts with a boot (dmesg since boot) or that
+        the run went on writing after one is not a reboot under the run. Weak: any specific error outranks it."""
+        if not _BOOT.search(raw):
+            return
+        before = self.view.get(i - 1)
+        if before is None or _BOOT.search(before):
+            return
+        if not raw.lstrip().startswith("-- "):  # journalctl's marker is one by itself
+            then, now = _clock(before), _clock(raw)
+            if then is None or now is None or then[0] != now[0] or not (now[1] - then[1] >= 60 or now[1] < then[1]):
+                return
+        if self.view.first_progress(i + 1) is None:
+            self._add(i, raw, None, "node_failure", "root", 0.6, 30, "host-rebooted", "exit")
 
     def _root_cause_line(self, text: str) -> bool:
         if m := _ROOT_CAUSE_RANK.match(text):
@@ -382,6 +414,32 @@ class _LinePrefix:
 _DIGITS = re.compile(r"\d")
 # IPython's "<ExceptionName>   Traceback (most recent call last)": the exception's name, then spaces.
 _IPYTHON_HEAD = re.compile(r"^[A-Za-z_][\w.]*(?:\([\w.]+\))?\s{2,}$")
+
+
+# The first lines of a boot, as syslog, kern.log, dmesg and journalctl keep them.
+_BOOT = re.compile(
+    r"\bLinux version \d+\.\d+[\w.+~-]* \(|\bCommand line: BOOT_IMAGE=|\bBooting Linux on physical CPU"
+    r"|systemd-modules-load\[\d+\]: Inserted module '|systemd\[1\]: systemd \d+\S* running in system mode"
+    r"|rsyslogd: \[origin software=\"rsyslogd\"[^\]]*\] start$|^\s*-- (?:Reboot|Boot [0-9a-f]{32}) --\s*$"
+)
+_SYSLOG_CLOCK = re.compile(r"^([A-Z][a-z]{2}) ([ \d]\d) (\d{2}):(\d{2}):(\d{2})\b")
+_KERNEL_CLOCK = re.compile(r"\[\s*(\d+)\.\d+\]")
+_MONTHS = {
+    m: n for n, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)
+}
+
+
+def _clock(line: str) -> tuple[str, float] | None:
+    """The line's own clock and its seconds, to compare two lines of one log: an ISO or a syslog timestamp
+    (a syslog year is unknown: the same for both), else the kernel's seconds since boot."""
+    if (when := _timestamp(line)) is not None:
+        return "iso", when.timestamp()
+    if (m := _SYSLOG_CLOCK.match(line)) and m.group(1) in _MONTHS:
+        month, day, hh, mm, ss = _MONTHS[m.group(1)], int(m.group(2)), *map(int, m.group(3, 4, 5))
+        return "syslog", float((((month * 31 + day) * 24 + hh) * 60 + mm) * 60 + ss)
+    if m := _KERNEL_CLOCK.search(line[:80]):
+        return "kernel", float(m.group(1))  # seconds since boot: back to 0 at a boot
+    return None
 
 
 def _severity(of_rule: str, of_line: str) -> str:

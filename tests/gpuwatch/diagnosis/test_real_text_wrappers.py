@@ -417,3 +417,58 @@ tensorflow.python.framework.errors_impl.InternalError: 2 root error(s) found.
 )
 def test_native_crashes_reported_by_python_or_the_shell(lines: list[str]) -> None:
     assert _diagnose("\n".join(lines))[0] == "framework_error"
+
+
+# ---------------------------------------------------------------- a node that rebooted under the run
+
+_VLLM_SYSLOG = """
+Jan 31 18:00:57 thot python3.10[2761]: INFO 01-31 18:00:57 llm_engine.py:877] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 9.7 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.1%, CPU KV cache usage: 0.0%
+Jan 31 18:01:02 thot python3.10[2761]: INFO 01-31 18:01:02 llm_engine.py:877] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 11.3 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.1%, CPU KV cache usage: 0.0%
+Jan 31 18:04:25 thot systemd-modules-load[1291]: Inserted module 'lp'
+Jan 31 18:04:25 thot systemd-modules-load[1291]: Inserted module 'ppdev'
+Jan 31 18:04:25 thot systemd-modules-load[1291]: Inserted module 'parport_pc'
+"""
+
+
+def test_a_boot_after_the_runs_last_line_is_the_node_failing() -> None:
+    """vllm-project/vllm#2692: generation runs, and three minutes later the next syslog line is the boot's
+    module loading; no error was written."""
+    d = diagnose_rules([_src("syslog", _VLLM_SYSLOG, node="thot")])
+    assert (d.reason, d.rule_id, d.node) == ("node_failure", "host-rebooted", "thot")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # dmesg since boot: the banner is the log's first line
+        "[    0.000000] Linux version 5.15.0-91-generic (buildd@lcy02-amd64-045) (gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0) #101-Ubuntu SMP\n[    0.000000] Command line: BOOT_IMAGE=/boot/vmlinuz-5.15.0-91-generic",
+        # no silence before it: systemd-modules-load restarted by hand, the run still logging
+        "Jan 31 18:04:21 thot python3.10[2761]: INFO step 10\nJan 31 18:04:25 thot systemd-modules-load[1291]: Inserted module 'lp'",
+        # the run trained after the boot: the reboot came before it
+        "Jan 31 09:00:00 thot cron[811]: (root) CMD (true)\nJan 31 10:04:25 thot systemd-modules-load[1291]: Inserted module 'lp'\nJan 31 10:30:00 thot python3[4242]: step 120 | loss 2.31 | lr 3e-4",
+    ],
+)
+def test_boots_that_are_not_the_run_ending(text: str) -> None:
+    assert diagnose_rules([_src("syslog", text)]).rule_id != "host-rebooted"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the kernel's clock back to zero in one dmesg capture
+        "[88123.441201] NVRM: GPU at PCI:0000:3b:00: GPU-1d2e3f\n[    0.000000] Linux version 5.15.0-91-generic (buildd@lcy02-amd64-045) (gcc) #101-Ubuntu SMP",
+        # journalctl's own marker between boots
+        "Jan 31 18:01:02 thot python3.10[2761]: INFO step 10\n-- Reboot --\nJan 31 18:04:25 thot kernel: Linux version 5.15.0-91-generic (buildd@lcy02-amd64-045) (gcc) #101-Ubuntu SMP",
+    ],
+)
+def test_other_forms_of_a_reboot(text: str) -> None:
+    assert diagnose_rules([_src("kern.log", text)]).rule_id == "host-rebooted"
+
+
+def test_an_error_before_the_reboot_outranks_it() -> None:
+    text = _VLLM_SYSLOG.replace(
+        "Jan 31 18:04:25 thot systemd-modules-load",
+        "Jan 31 18:01:03 thot python3.10[2761]: RuntimeError: CUDA error: an illegal memory access was encountered\nJan 31 18:04:25 thot systemd-modules-load",
+        1,
+    )
+    assert diagnose_rules([_src("syslog", text)]).reason == "cuda_error"
