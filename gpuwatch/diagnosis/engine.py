@@ -47,7 +47,15 @@ _FRAME = re.compile(
 )
 # Python's header, and Sacred's for the traceback it shortens ("most recent calls WITHOUT Sacred internals").
 _TRACEBACK = re.compile(r"Traceback \(most recent calls? (?:last|WITHOUT Sacred internals)\)")
-_EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s?(?P<msg>.*))?$")
+# An exception's line; Google's API errors are named without "Error" and say an HTTP status first
+# ("google.api_core.exceptions.InvalidArgument: 400 ...", "NotFound: 404 ...").
+_EXCEPTION = re.compile(
+    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)|(?:[A-Za-z_]\w*\.)*(?:BadRequest|InvalidArgument"
+    r"|FailedPrecondition|OutOfRange|Unauthorized|Unauthenticated|Forbidden|PermissionDenied|NotFound|MethodNotAllowed"
+    r"|Conflict|AlreadyExists|Aborted|PreconditionFailed|TooManyRequests|ResourceExhausted|Cancelled|Unknown|DataLoss"
+    r"|MethodNotImplemented|BadGateway|ServiceUnavailable|GatewayTimeout|DeadlineExceeded)(?=: [1-5]\d\d\b))"
+    r"(?::\s?(?P<msg>.*))?$"
+)
 # A framework's package also when it runs from its source tree (a container's /t5x/t5x/train.py, a clone's
 # fairseq/, nemo/): training frameworks that are commonly run that way.
 _FRAMEWORK_PATH = re.compile(
@@ -357,7 +365,7 @@ class _Scanner:
         if name in _SCRIPT_EXCEPTIONS:
             confidence = 0.75 if in_framework or name not in ("RuntimeError", "AssertionError") else 0.65
             self._add(i, raw, rank, reason, "root", confidence, 50, f"exception-{name}", "fatal", specific)
-        elif name.endswith(("Error", "Exception")):
+        elif name.endswith(("Error", "Exception")) or re.match(r"[1-5]\d\d\b", exc.group("msg") or ""):
             self._add(i, raw, rank, reason, "root", 0.6, 45, f"exception-{name}", "fatal", specific)
 
     def _add(

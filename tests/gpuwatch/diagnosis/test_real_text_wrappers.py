@@ -472,3 +472,46 @@ def test_an_error_before_the_reboot_outranks_it() -> None:
         1,
     )
     assert diagnose_rules([_src("syslog", text)]).reason == "cuda_error"
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        # Google API errors are named without "Error": the traceback's final line is still read
+        (
+            "google.api_core.exceptions.Forbidden: 403 POST https://storage.googleapis.com/upload/storage/v1/b/ckpt-bucket/o?uploadType=resumable: Caller does not have storage.objects.create access to the Google Cloud Storage object.",
+            "permission_error",
+        ),
+        (
+            "google.api_core.exceptions.PermissionDenied: 403 Permission 'aiplatform.customJobs.create' denied on resource",
+            "permission_error",
+        ),
+        (
+            "google.api_core.exceptions.NotFound: 404 GET https://storage.googleapis.com/download/storage/v1/b/ckpt-bucket/o/run7%2Flatest.pt?alt=media: No such object: ckpt-bucket/run7/latest.pt",
+            "file_not_found",
+        ),
+        (
+            "google.api_core.exceptions.Conflict: 409 Already exists: projects/p/locations/us-central1/customJobs/x",
+            "script_error",
+        ),
+    ],
+)
+def test_google_api_exceptions_are_final_exceptions(message: str, reason: str) -> None:
+    text = f"""
+Traceback (most recent call last):
+  File "launch.py", line 12, in <module>
+    job.run()
+{message}
+"""
+    assert _diagnose(text)[0] == reason
+
+
+def test_a_progress_line_inside_a_traceback_is_not_an_exception() -> None:
+    text = """
+Traceback (most recent call last):
+  File "train.py", line 12, in <module>
+Epoch: 100 | loss 2.3
+    main()
+ValueError: bad value
+"""
+    assert _diagnose(text) == ("script_error", "exception-ValueError")
