@@ -28,7 +28,15 @@ _PREFIXES = (
         r"^\[?\d{4}([-/])\d{2}\1\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
         rf"(?:\s?{_ZONE}\b)?(?:\s?[+-]\d{{2}}:?\d{{2}})?\]?[ :,-]*"
     ),
+    # US dates: Hugging Face's example scripts' "10/13/2022 12:51:44 - ", rich's "[10/13/22 12:51:44] "
+    re.compile(r"^\[?\d{2}/\d{2}/\d{2,4},? \d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?[ :,-]*"),
     re.compile(r"^\[\s*\d+\.\d+\]\s*"),  # kernel: [12345.678901]
+    # journalctl -o short-iso after its timestamp: "thot python3[2761]: "
+    re.compile(r"^[A-Za-z][\w.-]* [\w./@-]+\[\d+\]: "),
+    # loguru after its timestamp: "| ERROR    | __main__:main:12 - "
+    re.compile(r"^\|\s*(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\s*\|\s*[\w.<>-]+:[\w.<>-]+:\d+\s+-\s+"),
+    # logging.basicConfig's "LEVEL:logger:" ("ERROR:root:", "WARNING:tensorflow:")
+    re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:"),
     re.compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}\]\s*"),  # dmesg -T
     # syslog: "May  1 12:34:56 host kernel: ", "Jan 31 18:00:47 thot python3.10[2761]: " (the program's tag)
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ (?:[\w./@-]+(?:\[\d+\])?: )?"),

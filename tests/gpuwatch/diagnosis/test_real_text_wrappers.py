@@ -97,6 +97,12 @@ def test_vertex_ai_workerpool_prefix_hides_no_traceback() -> None:
         ("[Mon Jan 31 18:04:25 2022] NVRM: Xid (PCI:0000:06:00): 79", "NVRM: Xid (PCI:0000:06:00): 79"),  # dmesg -T
         ("Jan 31 18:04:25 thot python3.10[2761]: RuntimeError: x", "RuntimeError: x"),  # syslog's program tag
         ("2022-10-13 12:51:44 ESTIMATOR failed", "ESTIMATOR failed"),  # a word is not a time zone
+        ("2024-01-31T18:00:47+0100 thot python3[2761]: Killed", "Killed"),  # journalctl -o short-iso
+        ("10/13/2022 12:51:44 - WARNING - __main__ - Process rank: 0", "__main__ - Process rank: 0"),  # HF examples
+        ("[10/13/22 12:51:44] ERROR    Killed", "Killed"),  # rich's RichHandler
+        ("2024-01-31 18:00:47.123 | ERROR    | __main__:main:12 - RuntimeError: x", "RuntimeError: x"),  # loguru
+        ("ERROR:root:Killed", "Killed"),  # logging.basicConfig's LEVEL:logger:
+        ("WARNING:tensorflow:Killed", "Killed"),
         # huggingface/accelerate#471: glog's fatal line glued to the end of a tqdm bar
         (
             "  1%|█▏        | 1/111 [00:06<12:12,  6.66s/it]2022-06-24 18:11:19.419635: F tensorflow/core/tpu/kernels/tpu_program_group.cc:86] Check failed: xla_tpu_programs.size() > 0 (0 vs. 0)",
