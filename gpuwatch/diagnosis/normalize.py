@@ -60,6 +60,7 @@ _RANK_PREFIXES = (
     re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>:\s?"),
     re.compile(r"^\[\d+,mpirank:(\d+),[\w.-]+\]<std(?:out|err)>:\s?"),  # SageMaker's mpirun: [1,mpirank:0,algo-1]
     re.compile(r"^(\d{1,5}): "),
+    re.compile(r"^\[(\d{1,5})\] "),  # Intel MPI's -prepend-rank: "[3] "
     re.compile(r"^\(\w+ rank=(\d+) pid=\d+\)\s*"),
 )
 

@@ -179,6 +179,9 @@ def test_a_cloud_sdk_wrapper_alone_is_a_weak_answer() -> None:
         "azureml._common.exceptions.ActivityFailedException: ActivityFailedException:",
         "mlflow.exceptions.ExecutionException: Run (ID '3b1c7c0e9f1d4e2a8f0e') failed",
         "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with exit code 1",
+        "torch.multiprocessing.spawn.ProcessRaisedException: ",
+        "PyTorchJob default/llama-ft is failed because 1 Worker replica(s) failed.",  # Kubeflow's training operator
+        "Warning  PyTorchJobRestarting  7m59s  pytorchjob-controller  PyTorchJob pt-job-1 is restarting because 1 Master replica(s) failed.",
     ],
 )
 def test_wrappers_of_other_processes_failures_are_cascades(line: str) -> None:
@@ -521,3 +524,31 @@ Epoch: 100 | loss 2.3
 ValueError: bad value
 """
     assert _diagnose(text) == ("script_error", "exception-ValueError")
+
+
+def test_a_spawned_processs_own_error_outranks_the_spawn_wrapper() -> None:
+    """mp.spawn re-raises a child's failure as ProcessRaisedException with the child's traceback after it;
+    here the child was killed, which only the shell's line says."""
+    text = """
+Traceback (most recent call last):
+  File "train.py", line 88, in <module>
+    mp.spawn(main, nprocs=4)
+  File "/usr/local/lib/python3.10/dist-packages/torch/multiprocessing/spawn.py", line 158, in join
+    raise ProcessRaisedException(msg, error_index, failed_process.pid)
+torch.multiprocessing.spawn.ProcessRaisedException:
+
+-- Process 2 terminated with the following error:
+Killed
+"""
+    assert _diagnose(text)[0] == "host_oom"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("[3] RuntimeError: x", ("RuntimeError: x", 3)),  # Intel MPI's -prepend-rank
+        ("[12.345678] NVRM: x", ("NVRM: x", None)),  # a kernel clock is not a rank
+    ],
+)
+def test_intel_mpi_rank_prefix(line: str, expected: tuple[str, int | None]) -> None:
+    assert normalize(line) == expected
