@@ -52,9 +52,20 @@ _FRAME = re.compile(
 )
 # Python's header, and Sacred's for the traceback it shortens ("most recent calls WITHOUT Sacred internals").
 _TRACEBACK = re.compile(r"Traceback \(most recent calls? (?:last|WITHOUT Sacred internals)\)")
-_EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s?(?P<msg>.*))?$")
+# An exception's line; Google's API errors are named without "Error" and say an HTTP status first
+# ("google.api_core.exceptions.InvalidArgument: 400 ...", "NotFound: 404 ...").
+_EXCEPTION = re.compile(
+    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)|(?:[A-Za-z_]\w*\.)*(?:BadRequest|InvalidArgument"
+    r"|FailedPrecondition|OutOfRange|Unauthorized|Unauthenticated|Forbidden|PermissionDenied|NotFound|MethodNotAllowed"
+    r"|Conflict|AlreadyExists|Aborted|PreconditionFailed|TooManyRequests|ResourceExhausted|Cancelled|Unknown|DataLoss"
+    r"|MethodNotImplemented|BadGateway|ServiceUnavailable|GatewayTimeout|DeadlineExceeded)(?=: [1-5]\d\d\b))"
+    r"(?::\s?(?P<msg>.*))?$"
+)
+# A framework's package also when it runs from its source tree (a container's /t5x/t5x/train.py, a clone's
+# fairseq/, nemo/): training frameworks that are commonly run that way.
 _FRAMEWORK_PATH = re.compile(
     r"site-packages|dist-packages|/torch/|/deepspeed/|/megatron/|/transformers/|/apex/|/sglang/srt/|/vllm/"
+    r"|/(?:t5x|paxml|praxis|flax|fairseq2?|nemo|detectron2|mmcv|mmengine|colossalai|fairscale|torchtitan|torchtune)/"
 )
 # A frame of a framework's checkpoint loading (Lightning's load_from_checkpoint and checkpoint connector,
 # torch's load_state_dict, mmcv's load_checkpoint): an exception that says only its type (a KeyError for
@@ -201,7 +212,24 @@ def _compiled(user_dir: str | None, _state: tuple[tuple[str, int, int], ...]) ->
 
     return RuleSet(
         load_rules(Path(user_dir) if user_dir else None),
-        extra_keywords=("traceback", "xid", "root cause", '", line ', "error:", "exception:", "assertionerror"),
+        extra_keywords=(
+            "traceback",
+            "xid",
+            "root cause",
+            '", line ',
+            "error:",
+            "exception:",
+            "assertionerror",
+            # the first lines of a boot (_BOOT)
+            "linux version",
+            "boot_image=",
+            "booting linux",
+            "inserted module",
+            "running in system mode",
+            "rsyslogd",
+            "-- reboot --",
+            "-- boot ",
+        ),
     )
 
 
@@ -276,6 +304,7 @@ class _Scanner:
                 self._exception(i, raw, text, prefix_rank, exc, None, severity="error", alone=True)
             else:
                 self._line(i, raw, text, prefix_rank)
+                self._reboot(i, raw)
             return i + 1
         # Python's "Exception ignored in: ..." tracebacks (a destructor failing during shutdown) are noise.
         before = view.get(i - 1)
@@ -284,13 +313,15 @@ class _Scanner:
         # Traceback (most recent call last)"), and its final line may never come: read the header too.
         if head := text[: header.start()].strip():
             self._line(i, raw, head, prefix_rank)
-        return self._traceback(i, i + 1, ignored=ignored)
+        return self._traceback(i, i + 1, ignored=ignored, prefix=text[: header.start()])
 
-    def _traceback(self, i: int, first: int, *, ignored: bool = False, strict: bool = False) -> int:
+    def _traceback(self, i: int, first: int, *, ignored: bool = False, strict: bool = False, prefix: str = "") -> int:
         """Follow the traceback that starts at line ``i`` (its frames from line ``first``) to its final
         exception; return the index of the next line to look at. ``strict``: the frames came with no
-        header, so anything but a frame, its source line or an exception ends them."""
+        header, so anything but a frame, its source line or an exception ends them. ``prefix``: what the
+        header line had before "Traceback" (a logger's per-line prefix, see `_LinePrefix`)."""
         view = self.view
+        strip = _LinePrefix(prefix)
         last_frame: str | None = None
         caller: str | None = None  # the frame before the last one
         lookup = False  # the last frame is a framework's attribute-lookup hook
@@ -303,6 +334,7 @@ class _Scanner:
             if line is None:
                 break
             text, rank = normalize(line)
+            text = strip(text)
             frame = _FRAME.match(text)
             if frame:
                 caller, last_frame = last_frame, frame.group("path") or frame.group("ipython") or frame.group("rich")
@@ -331,6 +363,24 @@ class _Scanner:
         # frames without one were all read (their lines are frames, source lines and carets), so the
         # scan goes on after them rather than walk them again from each frame.
         return j + 1 if strict else i + 1
+
+    def _reboot(self, i: int, raw: str) -> None:
+        """A node that rebooted under the run, known only by its syslog or kernel log: the first line of a
+        boot (the kernel's banner, systemd's module loading, journalctl's "-- Reboot --") after a line that
+        came at least a minute earlier (the machine was down) or a kernel clock that went back to zero, with
+        no training progress after it in the file. A log that starts with a boot (dmesg since boot) or that
+        the run went on writing after one is not a reboot under the run. Weak: any specific error outranks it."""
+        if not _BOOT.search(raw):
+            return
+        before = self.view.get(i - 1)
+        if before is None or _BOOT.search(before):
+            return
+        if not raw.lstrip().startswith("-- "):  # journalctl's marker is one by itself
+            then, now = _clock(before), _clock(raw)
+            if then is None or now is None or then[0] != now[0] or not (now[1] - then[1] >= 60 or now[1] < then[1]):
+                return
+        if self.view.first_progress(i + 1) is None:
+            self._add(i, raw, None, "node_failure", "root", 0.6, 30, "host-rebooted", "exit")
 
     def _root_cause_line(self, text: str) -> bool:
         if m := _ROOT_CAUSE_RANK.match(text):
@@ -404,7 +454,7 @@ class _Scanner:
         elif name in _SCRIPT_EXCEPTIONS:
             confidence = 0.75 if in_framework or name not in ("RuntimeError", "AssertionError") else 0.65
             self._add(i, raw, rank, reason, "root", confidence, 50, f"exception-{name}", severity, specific)
-        elif name.endswith(("Error", "Exception")):
+        elif name.endswith(("Error", "Exception")) or re.match(r"[1-5]\d\d\b", exc.group("msg") or ""):
             self._add(i, raw, rank, reason, "root", 0.6, 45, f"exception-{name}", severity, specific)
 
     def _add(
@@ -438,6 +488,55 @@ class _Scanner:
         if role == "root":  # what came after it, while the view still holds those lines
             self.progress[i + 1] = self.view.first_progress(i + 1)
         return candidate
+
+
+class _LinePrefix:
+    """What a logger wrote before a traceback's header, when it writes the same before every line of it
+    (a cloud's "<time> workerpool0-0 ", pdsh's "worker-3: ", a host and a program name; digits may change
+    from line to line, as in a sequence number): taken off each line of the traceback, so its frames and
+    its final exception are read. A header with a word before it and no separator after (IPython's
+    "ZeroDivisionError      Traceback ...") has no prefix: its final line starts with that word."""
+
+    def __init__(self, head: str) -> None:
+        self.head = head if head.strip() and not head[-1].isalnum() and not _IPYTHON_HEAD.match(head) else ""
+        self.shape = _DIGITS.sub("0", self.head)
+
+    def __call__(self, text: str) -> str:
+        n = len(self.head)
+        if n and (text.startswith(self.head) or _DIGITS.sub("0", text[:n]) == self.shape):
+            return text[n:].strip()
+        return text
+
+
+_DIGITS = re.compile(r"\d")
+# IPython's "<ExceptionName>   Traceback (most recent call last)": the exception's name, then spaces.
+_IPYTHON_HEAD = re.compile(r"^[A-Za-z_][\w.]*(?:\([\w.]+\))?\s{2,}$")
+
+
+# The first lines of a boot, as syslog, kern.log, dmesg and journalctl keep them.
+_BOOT = re.compile(
+    r"\bLinux version \d+\.\d+[\w.+~-]* \(|\bCommand line: BOOT_IMAGE=|\bBooting Linux on physical CPU"
+    r"|systemd-modules-load\[\d+\]: Inserted module '|systemd\[1\]: systemd \d+\S* running in system mode"
+    r"|rsyslogd: \[origin software=\"rsyslogd\"[^\]]*\] start$|^\s*-- (?:Reboot|Boot [0-9a-f]{32}) --\s*$"
+)
+_SYSLOG_CLOCK = re.compile(r"^([A-Z][a-z]{2}) ([ \d]\d) (\d{2}):(\d{2}):(\d{2})\b")
+_KERNEL_CLOCK = re.compile(r"\[\s*(\d+)\.\d+\]")
+_MONTHS = {
+    m: n for n, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)
+}
+
+
+def _clock(line: str) -> tuple[str, float] | None:
+    """The line's own clock and its seconds, to compare two lines of one log: an ISO or a syslog timestamp
+    (a syslog year is unknown: the same for both), else the kernel's seconds since boot."""
+    if (when := _timestamp(line)) is not None:
+        return "iso", when.timestamp()
+    if (m := _SYSLOG_CLOCK.match(line)) and m.group(1) in _MONTHS:
+        month, day, hh, mm, ss = _MONTHS[m.group(1)], int(m.group(2)), *map(int, m.group(3, 4, 5))
+        return "syslog", float((((month * 31 + day) * 24 + hh) * 60 + mm) * 60 + ss)
+    if m := _KERNEL_CLOCK.search(line[:80]):
+        return "kernel", float(m.group(1))  # seconds since boot: back to 0 at a boot
+    return None
 
 
 _BUILTIN_EXCEPTIONS = frozenset(
