@@ -3,7 +3,11 @@
 Scanning a line: the prefilter (one regex over all rule keywords) rejects most lines at once; a line
 that passes is normalised and matched against the rules; NVRM Xid lines go through the Xid table;
 Python tracebacks are followed to their final exception, which is classified by its type and by where
-the last frame is (user code → script error, framework code → framework error).
+the last frame is (user code → script error, framework code → framework error). Frames whose header was
+cut off are followed the same way; an exception line met alone (a report's last line) is classified by its
+message, else by its type (RuntimeError and AssertionError → framework error, as the taxonomy's
+evidence): weakly, as a warning that any other signature or a later exit outweighs, and not at all when
+training went on after it.
 
 Weighing, within one file: each candidate has a severity (a warning, an error, a traceback's fatal
 exception, or the exit itself as a launcher, the scheduler or the collector tells it). What the run went
@@ -20,6 +24,7 @@ host; candidates of that rank are preferred.
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -41,27 +46,61 @@ _MAX_TRACEBACK = 400  # lines a traceback is followed for, looking for its final
 # A traceback frame as Python writes it ('File "x.py", line 3'), as IPython does ("/x.py in f(...)") and
 # as rich draws it ("│ /x.py:3 in f │").
 _FRAME = re.compile(
-    r'^\s*File "(?P<path>[^"]+)", line \d+'
+    r'^\s*(?:File "|(?=/))(?P<path>[^"]+)", line \d+'
     r"|^(?P<ipython>/\S+\.py) in [\w<>]+\("
     r"|^│\s*(?P<rich>~?/?[\w.~/-]+\.py):\d+"
 )
 # Python's header, and Sacred's for the traceback it shortens ("most recent calls WITHOUT Sacred internals").
 _TRACEBACK = re.compile(r"Traceback \(most recent calls? (?:last|WITHOUT Sacred internals)\)")
-_EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s?(?P<msg>.*))?$")
+# An exception's line; Google's API errors are named without "Error" and say an HTTP status first
+# ("google.api_core.exceptions.InvalidArgument: 400 ...", "NotFound: 404 ...").
+_EXCEPTION = re.compile(
+    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)|(?:[A-Za-z_]\w*\.)*(?:BadRequest|InvalidArgument"
+    r"|FailedPrecondition|OutOfRange|Unauthorized|Unauthenticated|Forbidden|PermissionDenied|NotFound|MethodNotAllowed"
+    r"|Conflict|AlreadyExists|Aborted|PreconditionFailed|TooManyRequests|ResourceExhausted|Cancelled|Unknown|DataLoss"
+    r"|MethodNotImplemented|BadGateway|ServiceUnavailable|GatewayTimeout|DeadlineExceeded)(?=: [1-5]\d\d\b))"
+    r"(?::\s?(?P<msg>.*))?$"
+)
+# A framework's package also when it runs from its source tree (a container's /t5x/t5x/train.py, a clone's
+# fairseq/, nemo/): training frameworks that are commonly run that way.
 _FRAMEWORK_PATH = re.compile(
     r"site-packages|dist-packages|/torch/|/deepspeed/|/megatron/|/transformers/|/apex/|/sglang/srt/|/vllm/"
+    r"|/(?:t5x|paxml|praxis|flax|fairseq2?|nemo|detectron2|mmcv|mmengine|colossalai|fairscale|torchtitan|torchtune)/"
 )
 # A frame of a framework's checkpoint loading (Lightning's load_from_checkpoint and checkpoint connector,
 # torch's load_state_dict, mmcv's load_checkpoint): an exception that says only its type (a KeyError for
 # an entry the file lacks) raised there is the checkpoint's, not the script's.
 _CHECKPOINT_FRAME = re.compile(
     r"\bin _?(?:load_from_checkpoint|load_model_state|load_state_dict|load_checkpoint|restore_training_state"
-    r"|restore_model|restore_optimizers_and_schedulers|resume_from_checkpoint)\b|checkpoint_connector\.py"
+    r"|restore_model|restore_optimizers_and_schedulers|resume_from_checkpoint|load_state_dict_(?:pre|post)_hook"
+    r"|load_from_state_dict)\b|checkpoint_connector\.py"
 )
 # A framework's attribute-lookup hook (torch's Module.__getattr__): an AttributeError it raises answers the
 # caller's lookup (`model.module` on a model DDP never wrapped), so the frame before it decides.
 _LOOKUP_FRAME = re.compile(r", in __getattr(?:ibute)?__\s*$")
-_CHECKPOINT_EXCEPTIONS = frozenset({"KeyError", "RuntimeError", "ValueError", "EOFError"})
+_CHECKPOINT_EXCEPTIONS = frozenset({"KeyError", "RuntimeError", "ValueError", "EOFError", "AssertionError"})
+# A frame that only re-raises what a replica raised (DataParallel's parallel_apply, torch's reraise): it
+# says nothing of where the exception came from, so the exception is judged as one with no frame.
+_RERAISE_FRAME = re.compile(r"/parallel_apply\.py\b|/torch/_utils\.py\", line \d+, in reraise")
+# A line of a traceback between its frames: the source line under a frame, the carets under it,
+# "[Previous line repeated N more times]".
+_TRACEBACK_BODY = re.compile(r"^[\s~^]*$|^\[Previous line repeated \d+ more times?\]$")
+# The source line of the last frame is a for statement: the exception came from the iterator's
+# __next__, in a training loop the data loader's (Open-Sora's "for step, batch in pbar:", case 640).
+_LOOP_LINE = re.compile(r"^(?:async )?for .+ in .+:$")
+# The DataLoader's own machinery in a frame: its iterator, and the file descriptors its workers pass
+# tensors through (multiprocessing's resource_sharer, torch's rebuild_storage_fd).
+_LOADER_FRAME = re.compile(
+    r"/torch/utils/data/|/multiprocessing/resource_sharer\.py|/torch/multiprocessing/reductions\.py"
+)
+# What an iterator that failed raises at the loop: its peer (a worker) gone, or a generator run dry.
+_LOADER_EXCEPTIONS = frozenset(
+    {"ConnectionResetError", "ConnectionRefusedError", "ConnectionAbortedError", "BrokenPipeError", "EOFError"}
+)
+_RAN_DRY = re.compile(r"generator raised StopIteration")
+# With no frame to tell where it was raised, the type decides as the taxonomy's evidence does:
+# RuntimeError and AssertionError are framework errors, the other types script errors.
+_FRAMEWORK_TYPES = frozenset({"RuntimeError", "AssertionError"})
 _ISO_TS = re.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d+))?")
 _ROOT_CAUSE_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
 _ROOT_CAUSE_HOST = re.compile(r"^\s*host\s*:\s*(\S+)")
@@ -119,6 +158,12 @@ _CASCADE_EXCEPTIONS = frozenset(
         "SystemExit",
         "CalledProcessError",
         "DistBackendError",
+        # Ray's reports that an actor, a worker or a node died: the death's cause is elsewhere (case 117)
+        "RayActorError",
+        "ActorDiedError",
+        "WorkerCrashedError",
+        "NodeDiedError",
+        "OwnerDiedError",
     }
 )
 
@@ -167,7 +212,24 @@ def _compiled(user_dir: str | None, _state: tuple[tuple[str, int, int], ...]) ->
 
     return RuleSet(
         load_rules(Path(user_dir) if user_dir else None),
-        extra_keywords=("traceback", "xid", "root cause"),
+        extra_keywords=(
+            "traceback",
+            "xid",
+            "root cause",
+            '", line ',
+            "error:",
+            "exception:",
+            "assertionerror",
+            # the first lines of a boot (_BOOT)
+            "linux version",
+            "boot_image=",
+            "booting linux",
+            "inserted module",
+            "running in system mode",
+            "rsyslogd",
+            "-- reboot --",
+            "-- boot ",
+        ),
     )
 
 
@@ -232,7 +294,17 @@ class _Scanner:
             return j + 1
         header = _TRACEBACK.search(text)
         if header is None:
-            self._line(i, raw, text, prefix_rank)
+            if _FRAME.match(text):  # frames whose header was cut off (a pasted excerpt, a rank's tail)
+                return self._traceback(i, i, strict=True)
+            exc = _EXCEPTION.match(text)
+            if exc and _python_type(exc.group("type")):
+                # An exception line with no traceback before it: its type and message still speak, but
+                # what printed it may have gone on (a handler that logs it): a warning, which a later
+                # specific error or exit of another kind outweighs.
+                self._exception(i, raw, text, prefix_rank, exc, None, severity="error", alone=True)
+            else:
+                self._line(i, raw, text, prefix_rank)
+                self._reboot(i, raw)
             return i + 1
         # Python's "Exception ignored in: ..." tracebacks (a destructor failing during shutdown) are noise.
         before = view.get(i - 1)
@@ -241,30 +313,74 @@ class _Scanner:
         # Traceback (most recent call last)"), and its final line may never come: read the header too.
         if head := text[: header.start()].strip():
             self._line(i, raw, head, prefix_rank)
+        return self._traceback(i, i + 1, ignored=ignored, prefix=text[: header.start()])
+
+    def _traceback(self, i: int, first: int, *, ignored: bool = False, strict: bool = False, prefix: str = "") -> int:
+        """Follow the traceback that starts at line ``i`` (its frames from line ``first``) to its final
+        exception; return the index of the next line to look at. ``strict``: the frames came with no
+        header, so anything but a frame, its source line or an exception ends them. ``prefix``: what the
+        header line had before "Traceback" (a logger's per-line prefix, see `_LinePrefix`)."""
+        view = self.view
+        strip = _LinePrefix(prefix)
         last_frame: str | None = None
         caller: str | None = None  # the frame before the last one
         lookup = False  # the last frame is a framework's attribute-lookup hook
         loading = False  # a frame of checkpoint loading was passed
-        for j in range(i + 1, i + _MAX_TRACEBACK):
+        from_loader = False  # a frame of the DataLoader's machinery was passed
+        code: str | None = None  # the source line under the last frame
+        after_frame = False
+        for j in range(first, i + _MAX_TRACEBACK):
             line = view.get(j)
             if line is None:
                 break
             text, rank = normalize(line)
+            text = strip(text)
             frame = _FRAME.match(text)
             if frame:
                 caller, last_frame = last_frame, frame.group("path") or frame.group("ipython") or frame.group("rich")
+                if _RERAISE_FRAME.search(text):
+                    last_frame = None
                 lookup = _LOOKUP_FRAME.search(text) is not None
                 loading = loading or _CHECKPOINT_FRAME.search(text) is not None
+                from_loader = from_loader or _LOADER_FRAME.search(text) is not None
+                code, after_frame = None, True
                 continue
             exc = _EXCEPTION.match(text)
             if exc:
                 if not ignored:
                     frame_of = caller if lookup and exc.group("type").endswith("AttributeError") else last_frame
-                    self._exception(j, line, text, rank, exc, frame_of, loading)
+                    if code is not None and _LOOP_LINE.match(code):
+                        from_loader = True
+                    self._exception(j, line, text, rank, exc, frame_of, loading, from_loader=from_loader)
                 return j + 1
+            if after_frame and not _TRACEBACK_BODY.match(text):
+                code, after_frame = text, False
+            elif strict and not _TRACEBACK_BODY.match(text):
+                return j  # not a traceback's line: the scan goes on from it
             if self.rules.prefilter(line):
                 self._line(j, line, text, rank)
-        return i + 1
+        # No final exception. After a header the scan goes back over what was walked, as it always has;
+        # frames without one were all read (their lines are frames, source lines and carets), so the
+        # scan goes on after them rather than walk them again from each frame.
+        return j + 1 if strict else i + 1
+
+    def _reboot(self, i: int, raw: str) -> None:
+        """A node that rebooted under the run, known only by its syslog or kernel log: the first line of a
+        boot (the kernel's banner, systemd's module loading, journalctl's "-- Reboot --") after a line that
+        came at least a minute earlier (the machine was down) or a kernel clock that went back to zero, with
+        no training progress after it in the file. A log that starts with a boot (dmesg since boot) or that
+        the run went on writing after one is not a reboot under the run. Weak: any specific error outranks it."""
+        if not _BOOT.search(raw):
+            return
+        before = self.view.get(i - 1)
+        if before is None or _BOOT.search(before):
+            return
+        if not raw.lstrip().startswith("-- "):  # journalctl's marker is one by itself
+            then, now = _clock(before), _clock(raw)
+            if then is None or now is None or then[0] != now[0] or not (now[1] - then[1] >= 60 or now[1] < then[1]):
+                return
+        if self.view.first_progress(i + 1) is None:
+            self._add(i, raw, None, "node_failure", "root", 0.6, 30, "host-rebooted", "exit")
 
     def _root_cause_line(self, text: str) -> bool:
         if m := _ROOT_CAUSE_RANK.match(text):
@@ -306,22 +422,40 @@ class _Scanner:
         exc: re.Match[str],
         frame: str | None,
         loading: bool = False,
+        *,
+        from_loader: bool = False,
+        severity: str = "fatal",
+        alone: bool = False,
     ) -> None:
-        if self._line(i, raw, text, rank, "fatal"):
-            return  # the message itself says what happened (CUDA error, NCCL error, OOM, ...)
+        """A traceback's final exception (``severity`` fatal), or an exception line met ``alone``, with no
+        traceback (error: a rule that knows its message says how bad it is; by its type, a warning)."""
         name = exc.group("type").rsplit(".", 1)[-1]
+        msg = (exc.group("msg") or "").strip()
+        if from_loader and (name in _LOADER_EXCEPTIONS or _RAN_DRY.search(msg)):
+            # The loop's iterator failed: a worker that went away, a dataset generator run dry.
+            self._add(i, raw, rank, "dataloader_error", "root", 0.7, 58, f"loader-{name}", _severity("error", severity))
+            return
+        if self._line(i, raw, text, rank, severity):
+            return  # the message itself says what happened (CUDA error, NCCL error, OOM, ...)
         if name in _CASCADE_EXCEPTIONS:
             return
-        in_framework = frame is not None and _FRAMEWORK_PATH.search(frame) is not None
+        # With no frame (or only one that re-raises), the type decides.
+        in_framework = name in _FRAMEWORK_TYPES if frame is None else _FRAMEWORK_PATH.search(frame) is not None
         reason = "framework_error" if in_framework else "script_error"
         if in_framework and loading and name in _CHECKPOINT_EXCEPTIONS:
             reason = "checkpoint_load_error"
-        specific = bool((exc.group("msg") or "").strip())
-        if name in _SCRIPT_EXCEPTIONS:
+        specific = bool(msg)
+        if alone:
+            # Known only by its type, and printed by something that may have gone on: not evidence when
+            # training went on after it; else a warning below every other signature, a launcher's account
+            # of the exit included, so that it is the answer only when nothing else is.
+            if self.view.first_progress(i + 1) is None:
+                self._add(i, raw, rank, reason, "root", 0.5, 9, f"exception-{name}", "warning", specific)
+        elif name in _SCRIPT_EXCEPTIONS:
             confidence = 0.75 if in_framework or name not in ("RuntimeError", "AssertionError") else 0.65
-            self._add(i, raw, rank, reason, "root", confidence, 50, f"exception-{name}", "fatal", specific)
-        elif name.endswith(("Error", "Exception")):
-            self._add(i, raw, rank, reason, "root", 0.6, 45, f"exception-{name}", "fatal", specific)
+            self._add(i, raw, rank, reason, "root", confidence, 50, f"exception-{name}", severity, specific)
+        elif name.endswith(("Error", "Exception")) or re.match(r"[1-5]\d\d\b", exc.group("msg") or ""):
+            self._add(i, raw, rank, reason, "root", 0.6, 45, f"exception-{name}", severity, specific)
 
     def _add(
         self,
@@ -354,6 +488,66 @@ class _Scanner:
         if role == "root":  # what came after it, while the view still holds those lines
             self.progress[i + 1] = self.view.first_progress(i + 1)
         return candidate
+
+
+class _LinePrefix:
+    """What a logger wrote before a traceback's header, when it writes the same before every line of it
+    (a cloud's "<time> workerpool0-0 ", pdsh's "worker-3: ", a host and a program name; digits may change
+    from line to line, as in a sequence number): taken off each line of the traceback, so its frames and
+    its final exception are read. A header with a word before it and no separator after (IPython's
+    "ZeroDivisionError      Traceback ...") has no prefix: its final line starts with that word."""
+
+    def __init__(self, head: str) -> None:
+        self.head = head if head.strip() and not head[-1].isalnum() and not _IPYTHON_HEAD.match(head) else ""
+        self.shape = _DIGITS.sub("0", self.head)
+
+    def __call__(self, text: str) -> str:
+        n = len(self.head)
+        if n and (text.startswith(self.head) or _DIGITS.sub("0", text[:n]) == self.shape):
+            return text[n:].strip()
+        return text
+
+
+_DIGITS = re.compile(r"\d")
+# IPython's "<ExceptionName>   Traceback (most recent call last)": the exception's name, then spaces.
+_IPYTHON_HEAD = re.compile(r"^[A-Za-z_][\w.]*(?:\([\w.]+\))?\s{2,}$")
+
+
+# The first lines of a boot, as syslog, kern.log, dmesg and journalctl keep them.
+_BOOT = re.compile(
+    r"\bLinux version \d+\.\d+[\w.+~-]* \(|\bCommand line: BOOT_IMAGE=|\bBooting Linux on physical CPU"
+    r"|systemd-modules-load\[\d+\]: Inserted module '|systemd\[1\]: systemd \d+\S* running in system mode"
+    r"|rsyslogd: \[origin software=\"rsyslogd\"[^\]]*\] start$|^\s*-- (?:Reboot|Boot [0-9a-f]{32}) --\s*$"
+)
+_SYSLOG_CLOCK = re.compile(r"^([A-Z][a-z]{2}) ([ \d]\d) (\d{2}):(\d{2}):(\d{2})\b")
+_KERNEL_CLOCK = re.compile(r"\[\s*(\d+)\.\d+\]")
+_MONTHS = {
+    m: n for n, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)
+}
+
+
+def _clock(line: str) -> tuple[str, float] | None:
+    """The line's own clock and its seconds, to compare two lines of one log: an ISO or a syslog timestamp
+    (a syslog year is unknown: the same for both), else the kernel's seconds since boot."""
+    if (when := _timestamp(line)) is not None:
+        return "iso", when.timestamp()
+    if (m := _SYSLOG_CLOCK.match(line)) and m.group(1) in _MONTHS:
+        month, day, hh, mm, ss = _MONTHS[m.group(1)], int(m.group(2)), *map(int, m.group(3, 4, 5))
+        return "syslog", float((((month * 31 + day) * 24 + hh) * 60 + mm) * 60 + ss)
+    if m := _KERNEL_CLOCK.search(line[:80]):
+        return "kernel", float(m.group(1))  # seconds since boot: back to 0 at a boot
+    return None
+
+
+_BUILTIN_EXCEPTIONS = frozenset(
+    name for name, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)
+)
+
+
+def _python_type(name: str) -> bool:
+    """Whether an exception line's type is one Python prints: a builtin, or a class named with its module
+    (``torch.OutOfMemoryError``), not a tag of another program's log ("LustreError: 11-0: ...")."""
+    return "." in name or name in _BUILTIN_EXCEPTIONS
 
 
 def _severity(of_rule: str, of_line: str) -> str:

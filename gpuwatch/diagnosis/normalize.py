@@ -19,12 +19,31 @@ _SYSLOG_HOST = re.compile(
     r"^(?:[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)"
     r" (?P<host>[A-Za-z][\w.-]*) (?:kernel|nvidia-\w+|nv-fabricmanager|slurmd|kubelet|dcgm\w*|systemd)(?:\[\d+\])?:"
 )
+# Time zones that consoles and log exports write after a timestamp ("2022-10-13 12:51:44.934 CEST").
+_ZONE = r"(?:Z|UTC|GMT|[ECW]ES?T|[ECMP][SD]T|BST|IST|MSK|[AH]K[SD]?T|JST|KST|SGT|AE[SD]T|AC[SD]T|AWST|NZ[SD]T)"
 # One prefix at a time from the left, until none matches.
 _PREFIXES = (
-    re.compile(r"^\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ :,-]*"),
+    # ISO dates, and Go's log package's 2024/03/04; an offset or a zone may follow
+    re.compile(
+        r"^\[?\d{4}([-/])\d{2}\1\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
+        rf"(?:\s?{_ZONE}\b)?(?:\s?[+-]\d{{2}}:?\d{{2}})?\]?[ :,-]*"
+    ),
+    # US dates: Hugging Face's example scripts' "10/13/2022 12:51:44 - ", rich's "[10/13/22 12:51:44] "
+    re.compile(r"^\[?\d{2}/\d{2}/\d{2,4},? \d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?[ :,-]*"),
     re.compile(r"^\[\s*\d+\.\d+\]\s*"),  # kernel: [12345.678901]
-    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ (?:kernel: )?"),  # syslog: May  1 12:34:56 host kernel:
-    re.compile(r"^\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+"),
+    # journalctl -o short-iso after its timestamp: "thot python3[2761]: "
+    re.compile(r"^[A-Za-z][\w.-]* [\w./@-]+\[\d+\]: "),
+    # loguru after its timestamp: "| ERROR    | __main__:main:12 - "
+    re.compile(r"^\|\s*(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\s*\|\s*[\w.<>-]+:[\w.<>-]+:\d+\s+-\s+"),
+    # logging.basicConfig's "LEVEL:logger:" ("ERROR:root:", "WARNING:tensorflow:")
+    re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:"),
+    re.compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}\]\s*"),  # dmesg -T
+    # syslog: "May  1 12:34:56 host kernel: ", "Jan 31 18:00:47 thot python3.10[2761]: " (the program's tag)
+    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ (?:[\w./@-]+(?:\[\d+\])?: )?"),
+    re.compile(r"^\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s+"),
+    # kubectl logs --prefix: "[pod/trainer-0/pytorch] "; docker compose: "trainer-1  | "
+    re.compile(r"^\[pod/[\w.-]+/[\w.-]+\] "),
+    re.compile(r"^[a-z][\w.-]*\s+\| "),
     re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s*[:|-]?\s+", re.I),
     # vLLM's logger after its level: "04-21 06:02:08 [engine.py:161] " (older: "11-05 12:03:00 client.py:250] ")
     re.compile(r"^\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s+\[?[\w.-]+\.py:\d+\]\s*"),
@@ -39,7 +58,9 @@ _RANK_PREFIXES = (
     re.compile(r"^\[rank(\d+)\]:\s?"),
     re.compile(r"^\[default(\d+)\]:\s?"),
     re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>:\s?"),
+    re.compile(r"^\[\d+,mpirank:(\d+),[\w.-]+\]<std(?:out|err)>:\s?"),  # SageMaker's mpirun: [1,mpirank:0,algo-1]
     re.compile(r"^(\d{1,5}): "),
+    re.compile(r"^\[(\d{1,5})\] "),  # Intel MPI's -prepend-rank: "[3] "
     re.compile(r"^\(\w+ rank=(\d+) pid=\d+\)\s*"),
 )
 

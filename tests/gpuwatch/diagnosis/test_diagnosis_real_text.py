@@ -1559,3 +1559,388 @@ def test_a_traceback_header_with_a_bars_residue_after_it_is_still_read() -> None
     assert _reason(_XTTS_TWO_GPUS) == "argument_error"
     other = _XTTS_TWO_GPUS.replace("[!] 2 active GPUs. Define the target GPU by", "something odd happened with")
     assert _reason(other) == "framework_error"
+
+
+# ---------------------------------------------------------------- corpus20, cases 626-665
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # xiong-zhitong/DOFA-pytorch#20 (case 627): Lightning refuses GPUs the process cannot see
+        (
+            "lightning.fabric.utilities.exceptions.MisconfigurationException: You requested gpu: [0, 1]\n But your machine only has: [0]",
+            "argument_error",
+        ),
+        # ... and none at all: a CPU-only torch
+        (
+            "pytorch_lightning.utilities.exceptions.MisconfigurationException: You requested GPUs: [0]\n But your machine only has: []",
+            "import_error",
+        ),
+        (
+            "lightning_fabric.utilities.exceptions.MisconfigurationException: `CUDAAccelerator` can not run on your system since the accelerator is not available. The following accelerator(s) is available and can be passed into `accelerator` argument of `Trainer`: ['cpu'].",
+            "import_error",
+        ),
+        # tianweiy/CenterPoint#308 (case 633): an optional import that failed, then the name used
+        ("NameError: name 'apex' is not defined.\nNo apex\nNo tensorflow", "import_error"),
+        # the same exception for a name that is no package stays the script's
+        ("NameError: name 'optimzer' is not defined", "script_error"),
+        # meta-pytorch/torchrec#1008 (case 636): an mpirun rank's tail, frames without their header
+        (
+            '[1,7]<stderr>:  File "/opt/conda/envs/ptca/lib/python3.8/site-packages/torchrec/distributed/model_parallel.py", line 276, in forward\n'
+            "[1,7]<stderr>:    return self._dmp_wrapped_module(*args, **kwargs)\n"
+            "[1,7]<stderr>:RuntimeError: Storage size calculation overflowed with sizes=[8410156404468110876]",
+            "framework_error",
+        ),
+        # ... the same tail ending in the script's own frame is the script's
+        (
+            '[1,7]<stderr>:  File "apps/ranking/train.py", line 303, in _step\n'
+            "[1,7]<stderr>:    loss = compute(batch)\n"
+            "[1,7]<stderr>:KeyError: 'labels'",
+            "script_error",
+        ),
+        # alibaba/TorchEasyRec#360 (case 637): an assertion in a state-dict hook, while loading
+        (
+            '[rank1]:   File "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/module.py", line 2597, in load\n'
+            "[rank1]:     out = hook(module, incompatible_keys)\n"
+            '[rank1]:   File "/opt/conda/lib/python3.11/site-packages/torchrec/modules/mc_modules.py", line 231, in _load_state_dict_post_hook\n'
+            "[rank1]:     module.validate_state()\n"
+            '[rank1]:   File "/opt/conda/lib/python3.11/site-packages/torchrec/modules/mc_modules.py", line 1398, in validate_state\n'
+            "[rank1]:     start in self._output_segments_tensor\n"
+            "[rank1]: AssertionError: shard within range [189401, 378801] cannot be built out of segements tensor([     0,  94701, 1894",
+            "checkpoint_load_error",
+        ),
+        # Lightning-AI/litgpt#640 and deepspeedai/Megatron-DeepSpeed#196 (cases 647, 665): an assertion
+        # alone, no frame: the type decides, as the taxonomy's evidence (framework)
+        (
+            "AssertionError: The `grad_fn` is needed to access the `AccumulateGrad` and register the post-backward hook",
+            "framework_error",
+        ),
+        ("AssertionError: param 730 already assigned swap buffer id 45", "framework_error"),
+        ("ValueError: lengths array has incorrect size", "script_error"),
+        # OpenNMT/OpenNMT-py#662 (case 654), and torch's later wordings: torch built without a backend
+        (
+            "RuntimeError: the distributed NCCL backend is not available; try to recompile the THD package with CUDA and NCCL 2+ support at /opt/conda/conda-bld/pytorch_1533672544752/work/torch/lib/THD/process_group/General.cpp:17",
+            "import_error",
+        ),
+        ("RuntimeError: Distributed package doesn't have NCCL built in", "import_error"),
+        ("AssertionError: Torch not compiled with CUDA enabled", "import_error"),
+        # aigc-apps/VideoX-Fun#109 (case 649): the message printed before a traceback that never ends
+        (
+            "RuntimeError: Given groups=1, weight of size [1920, 33, 2, 2], expected input[2, 16, 80, 80] to have 33 channels, but got 16 channels instead\n"
+            "Traceback (most recent call last):\n"
+            '  File "/code/CogVideoX-Fun/scripts/train.py", line 1559, in main\n'
+            "    noise_pred = transformer3d(\n"
+            '  File "/envs/lib/python3.10/site-packages/torch/nn/parallel/distributed.py", line 1359, in _run_ddp_forward',
+            "script_error",
+        ),
+        # Lightning-AI/lit-llama#301 (case 646): the data iterator ran dry at the training loop
+        (
+            ' File "/vepfs/lit-llama/pretrain/redpajama.py", line 144, in main\n'
+            "    for iter_num, train_data in enumerate(train_dataloader):\n"
+            "RuntimeError: generator raised StopIteration",
+            "dataloader_error",
+        ),
+        # hpcaitech/Open-Sora#446 (case 640): the connection reset raised by the loop's iterator (the
+        # DataLoader's workers pass tensors over sockets), not by a peer node
+        (
+            '[rank1]:   File "/opt/ml/code/Open-Sora/scripts/train.py", line 235, in main\n'
+            "[rank1]:     for step, batch in pbar:\n"
+            "[rank1]: ConnectionResetError: [Errno 104] Connection reset by peer",
+            "dataloader_error",
+        ),
+        # ... and where the frames show the DataLoader's file-descriptor passing
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3.10/multiprocessing/resource_sharer.py", line 86, in get_connection\n'
+            "    c = Client(address, authkey=process.current_process().authkey)\n"
+            "ConnectionRefusedError: [Errno 111] Connection refused",
+            "dataloader_error",
+        ),
+        # a connection reset in a download, outside any loader, is still the network's
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3.10/site-packages/urllib3/connectionpool.py", line 703, in urlopen\n'
+            "    httplib_response = self._make_request(\n"
+            "ConnectionResetError: [Errno 104] Connection reset by peer",
+            "network_error",
+        ),
+        # a logged exception line tagged as a warning is a warning: the later error is the answer
+        (
+            "WARNING: ValueError: could not parse the optional config, using defaults\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            "gpu_oom",
+        ),
+    ],
+)
+def test_corpus20_exception_lines_without_a_traceback(text: str, reason: str) -> None:
+    """Exception lines met alone (a report's last line, a rank's tail whose header was cut): their message
+    first, then the frames above them when there are any, else their type, as the taxonomy's evidence."""
+    assert _reason(text) == reason
+
+
+def test_a_ray_actor_death_is_a_consequence_of_the_node_marked_dead() -> None:
+    """ray-project/ray#44680 (case 117): read alone now, RayActorError only reports the death."""
+    text = (
+        "WARNING worker.py:2037 -- The node with node id: 4c4427b6 and address: 10.4.3.95 and node name: 10.4.3.95 "
+        "has been marked dead because the detector has missed too many heartbeats\n"
+        "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task."
+    )
+    assert _reason(text) == "node_failure"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # bme-chatbots/dialogue-generation#8 (case 632): c10's internal assertion under terminate
+        (
+            "terminate called after throwing an instance of 'c10::Error'\n"
+            "  what():  owning_ptr == NullType::singleton() || owning_ptr->refcount_.load() > 0 INTERNAL ASSERT FAILED at /pytorch/c10/util/intrusive_ptr.h:348, please report a bug to PyTorch. intrusive_ptr: Can only intrusive_ptr::reclaim() owning pointers that were created using intrusive_ptr::release().\n"
+            "frame #2: THStorage_free + 0x17 (0x7f018e31c1d7 in /home/ubuntu/venv/lib/python3.6/site-packages/torch/lib/libtorch.so)",
+            "framework_error",
+        ),
+        # mindspore-lab/mindyolo#242 (case 641): Open MPI's signal handler, and mpirun's summary
+        (
+            "2023-11-03 17:50:49,478 [INFO] Epoch 2/100, Step 600/924, step time: 305.22 ms\n"
+            "[m2301007135:374576] *** Process received signal ***\n"
+            "[m2301007135:374576] Signal: Segmentation fault (11)\n"
+            "[m2301007135:374576] Signal code: Address not mapped (1)\n"
+            "[m2301007135:374576] [ 1] /lib/x86_64-linux-gnu/libc.so.6(+0x18b8f5)[0x7fcd5a6858f5]",
+            "framework_error",
+        ),
+        (
+            "mpirun noticed that process rank 3 with PID 0 on node gpu-n07 exited on signal 11 (Segmentation fault).",
+            "framework_error",
+        ),
+        # NVIDIA-NeMo#8085 (case 643): glibc's heap check, then the shell's abort
+        (
+            "Epoch 0:   0%|          | 0/152 [00:00<?, ?it/s]\ndouble free or corruption (out)\nAborted (core dumped)",
+            "framework_error",
+        ),
+        ("free(): invalid pointer\nAborted (core dumped)", "framework_error"),
+        # Oneflow-Inc/oneflow#6746 (case 642): glog's fatal check in the framework's op code
+        (
+            "F1122 13:50:47.079073 63928 user_op.cpp:299] Check failed: it != arg2tensor_desc_.end() Cannot find input_arg_name : out input_arg_index : 0\n"
+            "*** Check failure stack trace: ***",
+            "framework_error",
+        ),
+        # ... but a check whose message names the cause is left to the cause (Paddle#6136, case 604)
+        (
+            "F1201 10:22:42.120411 18811 LightNetwork.cpp:397] Check failed: error >= 0 ERROR connecting to 10.87.101.33: Connection refused [111]",
+            "network_error",
+        ),
+        # deepspeedai/DeepSpeed#4888 (case 664): glibc's assert() in DeepSpeed's async-IO op
+        (
+            "python: /opt/conda/lib/python3.10/site-packages/deepspeed/ops/csrc/aio/common/deepspeed_aio_common.cpp:125: int _do_io_complete(long long int, long long int, std::unique_ptr<aio_context>&, std::vector<std::chrono::duration<double> >&): Assertion `n_completes >= min_completes' failed.\n"
+            "[2023-12-31 02:55:09,375] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 302",
+            "framework_error",
+        ),
+    ],
+)
+def test_corpus20_native_aborts_in_their_own_words(text: str, reason: str) -> None:
+    """A native library that stopped itself, as c10, glibc, glog or Open MPI's handler says it."""
+    assert _reason(text) == reason
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # bytedance/lightseq#143 (case 626): the cuBLAS sample code's wording, status 13 and 14
+        (
+            "!!!! kernel execution error. (m: 256, n: 256, k: 64, error: 13)\n!!!! kernel execution error. (m: 768, n: 1024, k: 768, error: 14)",
+            "cuda_error",
+        ),
+        # NVIDIA/TensorRT-LLM#1839 (case 644): TensorRT-LLM's check of a CUDA runtime call
+        (
+            "terminate called after throwing an instance of 'tensorrt_llm::common::TllmException'\n"
+            "  what():  [TensorRT-LLM][ERROR] CUDA runtime error in cudaMemGetInfo(&free, &total): unknown error (/home/jenkins/agent/workspace/LLM/release-0.10/L0_PostMerge/tensorrt_llm/cpp/tensorrt_llm/common/cudaUtils.h:319)",
+            "cuda_error",
+        ),
+        # the same words for memory are the GPU's memory, in TensorRT-LLM's and old torch's wording
+        (
+            "[TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, mCudaStream->get()): out of memory (/src/tensorrt_llm/runtime/tllmBuffers.h:118)",
+            "gpu_oom",
+        ),
+        (
+            "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/THCCachingAllocator.cpp:510",
+            "gpu_oom",
+        ),
+        # old torch's THC check
+        (
+            "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=405 error=11 : invalid argument",
+            "cuda_error",
+        ),
+        # and its device-side assert and bad ordinal still go to their own rules
+        (
+            "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/aten/src/THC/generic/THCTensorCopy.cpp:20",
+            "framework_error",
+        ),
+        (
+            "RuntimeError: cuda runtime error (10) : invalid device ordinal at torch/csrc/cuda/Module.cpp:34",
+            "argument_error",
+        ),
+    ],
+)
+def test_corpus20_cuda_failures_in_a_librarys_own_words(text: str, reason: str) -> None:
+    assert _reason(text) == reason
+
+
+_TCPSTORE_IN_USE = """
+Use GPU: 0 for training
+Traceback (most recent call last):
+  File "train.py", line 120, in train
+    dist.init_process_group(backend='nccl', init_method='env://')
+  File "/home/u/anaconda3/envs/facezoo/lib/python3.8/site-packages/torch/distributed/rendezvous.py", line 179, in _env_rendezvous_handler
+    store = TCPStore(master_addr, master_port, world_size, start_daemon, timeout)
+RuntimeError: Address already in use
+Traceback (most recent call last):
+  File "/home/u/anaconda3/envs/facezoo/lib/python3.8/site-packages/torch/distributed/launch.py", line 256, in main
+    raise subprocess.CalledProcessError(returncode=process.returncode,
+subprocess.CalledProcessError: Command '['/home/u/anaconda3/envs/facezoo/bin/python', '-u', 'train.py', '--local_rank=0']' returned non-zero exit status 1.
+"""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Meituan-AutoML/MobileVLM#60 (case 630): TCPStore's own wording
+        " RuntimeError: The server socket has failed to listen on any local network address. The server socket has failed to bind to [::]:9901 (errno: 98 - Address already in use). The server socket has failed to bind to ?UNKNOWN? (errno: 98 - Address already in use).",
+        # JDAI-CV/FaceX-Zoo#122 (case 660): older torch's bare message, inside torch's frames
+        _TCPSTORE_IN_USE,
+        # Python's own, for a server's port
+        "OSError: [Errno 98] Address already in use",
+    ],
+)
+def test_corpus20_a_port_already_in_use_is_the_rendezvous_not_the_framework(text: str) -> None:
+    """The rendezvous store cannot listen: its port is held (a run that did not exit, another job on the
+    node). The taxonomy files rendezvous failures under network_error (restart), not the framework."""
+    assert _reason(text) == "network_error"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # facebookresearch/maskrcnn-benchmark#711 (case 634): amp.scale_loss without amp.initialize;
+        # the last frame is apex's, the usage the caller's
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/home/u/maskrcnn-benchmark/maskrcnn_benchmark/engine/trainer.py", line 79, in do_train\n'
+            "    with amp.scale_loss(losses, optimizer) as scaled_losses:\n"
+            '  File "/home/u/anaconda3/envs/env/lib/python3.7/site-packages/apex-0.1-py3.7-linux-x86_64.egg/apex/amp/handle.py", line 78, in scale_loss\n'
+            "    if not _amp_state.opt_properties.enabled:\n"
+            "AttributeError: 'AmpState' object has no attribute 'opt_properties'",
+            "script_error",
+        ),
+        (
+            "RuntimeError: Incoming model is an instance of torch.nn.parallel.DistributedDataParallel. Parallel wrappers should only be applied to the model(s) AFTER the model(s) have been returned from amp.initialize.",
+            "script_error",
+        ),
+        # OpenNMT/OpenNMT-py#34 (case 652): DataParallel's parallel_apply re-raises a replica's exception
+        # ('raise output'): the frame says nothing of where it came from, the type decides
+        (
+            "Traceback (most recent call last):\n"
+            '  File "train.py", line 198, in trainEpoch\n'
+            "    outputs = model(batch)\n"
+            '  File "/usr/local/lib/python2.7/dist-packages/torch/nn/parallel/parallel_apply.py", line 45, in parallel_apply\n'
+            "    raise output\n"
+            "ValueError: lengths array has incorrect size",
+            "script_error",
+        ),
+        # OpenNMT/OpenNMT-py#125 (case 653): THC's words for a device mismatch, re-raised the same way
+        (
+            "Traceback (most recent call last):\n"
+            '  File "train.py", line 254, in trainEpoch\n'
+            "    dec_state)\n"
+            '  File "/data/anaconda2/lib/python2.7/site-packages/torch/nn/parallel/parallel_apply.py", line 46, in parallel_apply\n'
+            "    raise output\n"
+            "RuntimeError: arguments are located on different GPUs at /b/wheel/pytorch-src/torch/lib/THC/generated/../generic/THCTensorMathPointwise.cu:214",
+            "script_error",
+        ),
+        # torch's other words for it
+        (
+            "RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same",
+            "script_error",
+        ),
+        (
+            "RuntimeError: Expected object of device type cuda but got device type cpu for argument #1 'self' in call to _th_addmm",
+            "script_error",
+        ),
+        (
+            "RuntimeError: Tensor for argument #2 'mat1' is on CPU, but expected it to be on GPU (while checking arguments for addmm)",
+            "script_error",
+        ),
+        # oobabooga/textgen#7016 (case 655): a device mismatch in transformers' loss code, then the UI's
+        # own success lines; the same evidence as case 597, the same answer
+        (
+            '/envs/textgen/lib/python3.11/site-packages/transformers/loss/loss_utils.py", line 29, in fixed_cross_entropy\n'
+            "    loss = loss / num_items_in_batch\n"
+            "           ~~~~~^~~~~~~~~~~~~~~~~~~~\n"
+            "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:1 and cuda:0!\n"
+            "23:30:37-256709 INFO     Training complete, saving\n"
+            "23:30:39-950875 INFO     Training complete!",
+            "script_error",
+        ),
+    ],
+)
+def test_corpus20_frames_and_wordings_that_point_elsewhere(text: str, reason: str) -> None:
+    assert _reason(text) == reason
+
+
+def test_an_exception_line_alone_is_weak_evidence() -> None:
+    """An exception line with no traceback, known only by its type, is the answer when nothing else is;
+    a launcher's account of the exit outweighs it, and training that went on after it makes it no
+    evidence at all (a handler printed it)."""
+    line = "ValueError: bad value in the optional config, ignoring"
+    assert _reason(line) == "script_error"
+    logged = line + "\niteration 5 | loss 1.0 | lr 0.1"
+    assert _reason(logged) == "unknown"
+    assert diagnose_rules([_src("t.log", line, signal=15)]).reason == "preempted"
+    assert diagnose_rules([_src("t.log", line, exit_code=137)]).reason == "host_oom"
+    assert _reason(line + "\nsrun: error: gpu-n17: task 3: Killed") == "host_oom"
+
+
+_REPLICA_RERAISE = """
+Traceback (most recent call last):
+  File "train.py", line 88, in <module>
+    out = model(x)
+  File "/usr/lib/python3.10/site-packages/torch/nn/parallel/parallel_apply.py", line 89, in parallel_apply
+    output.reraise()
+  File "/usr/lib/python3.10/site-packages/torch/_utils.py", line 644, in reraise
+    raise exception
+RuntimeError: Caught RuntimeError in replica 0 on device 0.
+Original Traceback (most recent call last):
+  File "/usr/lib/python3.10/site-packages/torch/nn/parallel/parallel_apply.py", line 64, in _worker
+    output = module(*input, **kwargs)
+  File "/work/model.py", line 40, in forward
+    h = self.proj(x).view(b, -1)
+RuntimeError: shape '[8, -1]' is invalid for input of size 7
+"""
+
+
+def test_dataparallels_reraise_points_to_the_original_traceback() -> None:
+    """Today's DataParallel re-raises a replica's exception with the original traceback after it: the
+    original's frames decide (the model's own forward: the script's; a library's: the framework's)."""
+    assert _reason(_REPLICA_RERAISE) == "script_error"
+    in_library = _REPLICA_RERAISE.replace("/work/model.py", "/usr/lib/python3.10/site-packages/timm/models/vit.py")
+    assert _reason(in_library) == "framework_error"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # an uncaught C++ exception whose what() no rule knows: a native abort, weakly
+        (
+            "terminate called after throwing an instance of 'c10::Error'\n  what():  unexpected refcount",
+            "framework_error",
+        ),
+        ("terminate called without an active exception\nAborted (core dumped)", "framework_error"),
+        # its what() line says more when a rule knows it
+        ("terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc", "host_oom"),
+        (
+            "terminate called after throwing an instance of 'std::runtime_error'\n  what():  NCCL Error 2: unhandled system error",
+            "nccl_error",
+        ),
+    ],
+)
+def test_the_cxx_runtimes_terminate_is_a_weak_native_abort(text: str, reason: str) -> None:
+    assert _reason(text) == reason
