@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import mul
 from typing import Any, Literal
 
 from gpuwatch.protocol import CheckpointReport, GpuSeries, JobProcess, StepReport, series_periods
@@ -159,6 +160,18 @@ class JobSummary:
     collectives: dict[str, CollectiveSummary] = field(default_factory=dict)  # by op
 
 
+def _at(s: GpuSeries, i: int) -> tuple[float, float | None, int | None, float | None]:
+    """Sample ``i``'s period (1 s where not said), power, NVLink counter (TX + RX) and PCIe rate (TX + RX)."""
+    period = s.period_s[i] if s.period_s is not None else None
+    tx = s.nvlink_tx_kib[i] if s.nvlink_tx_kib is not None else None
+    if tx is not None and s.nvlink_rx_kib is not None:
+        tx += s.nvlink_rx_kib[i] or 0
+    pcie = s.pcie_tx_kbps[i] if s.pcie_tx_kbps is not None else None
+    if pcie is not None:
+        pcie += (s.pcie_rx_kbps[i] if s.pcie_rx_kbps is not None else None) or 0.0
+    return period or 1.0, s.power_w[i] if s.power_w is not None else None, tx, pcie
+
+
 def _ratio(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
 
@@ -233,55 +246,73 @@ class JobTracker:
                     r.node, r.pid = node, p.pid
 
     def add_series(self, node: str, series: list[GpuSeries]) -> None:
-        """Attributed GPU samples (series sorted by time): utilisation, energy and idle time per job and rank."""
+        """Attributed GPU samples (series sorted by time): utilisation, energy and idle time per job and rank.
+
+        At the agent's default batches (two samples a series) the cost is per series, not per sample:
+        each column is looked at once, in C where it can be (`sum`, `min`, `map`), and a point goes into
+        the ring as values, not as an object."""
         now = self.clock()
+        idle_util = self.idle_util
         with self._lock:
             for s in series:
                 if s.job is None or (job := self._job(s.job, now, node)) is None:
                     continue
                 r = job.rank(-1 if s.rank is None else s.rank)
                 r.node = r.node or node
-                ts, utils = s.ts, s.util_gpu or [None] * len(s.ts)
+                ts, utils, power, gpu = s.ts, s.util_gpu, s.power_w, s.gpu
                 periods = series_periods(s)
                 job.gpu_seconds += sum(periods)
-                job.idle_gpu_seconds += sum(
-                    p for u, p in zip(utils, periods, strict=True) if u is not None and u < self.idle_util
-                )
-                if s.power_w is not None:
-                    job.energy_j += sum(w * p for w, p in zip(s.power_w, periods, strict=True) if w is not None)
-                newest = self._point(s, len(ts) - 1, len(ts), now)
-                last = r.latest.get(s.gpu)
-                if last is None or newest.ts >= last.ts:
-                    r.latest[s.gpu] = newest
-                start = 0
-                while start < len(ts):  # one point per POINT_GAP_S bucket
-                    bucket = r.bucket.get(s.gpu)
-                    if bucket is not None and bucket[0] <= ts[start] < bucket[0] + POINT_GAP_S:
-                        end = bisect_left(ts, bucket[0] + POINT_GAP_S, start + 1)
-                        if r.points.fold(bucket[1], self._point(s, start, end, now)):
-                            start = end
-                            continue
-                    begin = ts[start]  # a new bucket (or the open one's point was overwritten meanwhile)
-                    end = bisect_left(ts, begin + POINT_GAP_S, start + 1)
-                    r.bucket[s.gpu] = (begin, r.points.add(self._point(s, start, end, now)))
-                    start = end
+                if utils is not None:
+                    if None in utils:
+                        job.idle_gpu_seconds += sum(
+                            [p for u, p in zip(utils, periods, strict=True) if u is not None and u < idle_util]
+                        )
+                    elif min(utils) < idle_util:
+                        job.idle_gpu_seconds += sum([p for u, p in zip(utils, periods, strict=True) if u < idle_util])
+                if power is not None:
+                    if None in power:
+                        job.energy_j += sum([w * p for w, p in zip(power, periods, strict=True) if w is not None])
+                    else:
+                        job.energy_j += sum(map(mul, power, periods))
+                newest = _at(s, len(ts) - 1)  # the newest sample's period, power, NVLink and PCIe
+                known = r.latest.get(gpu)
+                if known is None or ts[-1] >= known.ts:
+                    u = None if utils is None else utils[-1]
+                    n, idle = (0, 0) if u is None else (1, int(u < idle_util))
+                    mean = None if u is None else (0.0 + u) / 1  # a mean of one, as it always was (-0.0 reads 0.0)
+                    r.latest[gpu] = GpuPoint(ts[-1], now, gpu, mean, *newest, n, idle)
+                self._fold_points(r, s, now, idle_util, newest)
 
-    def _point(self, s: GpuSeries, start: int, end: int, now: float) -> GpuPoint:
-        """One point for samples ``start:end`` of a series: their mean utilisation, the last one's rest."""
-        utils = [u for u in s.util_gpu[start:end] if u is not None] if s.util_gpu else []
-        i = end - 1
-
-        def at(column: list[Any] | None) -> Any:
-            return None if column is None else column[i]
-
-        tx, rx = at(s.nvlink_tx_kib), at(s.nvlink_rx_kib)
-        pcie_tx, pcie_rx = at(s.pcie_tx_kbps), at(s.pcie_rx_kbps)
-        nvlink = None if tx is None else tx + (rx or 0)
-        pcie = None if pcie_tx is None else pcie_tx + (pcie_rx or 0.0)
-        mean = sum(utils) / len(utils) if utils else None
-        idle = sum(u < self.idle_util for u in utils)
-        period = at(s.period_s) or 1.0
-        return GpuPoint(s.ts[i], now, s.gpu, mean, period, at(s.power_w), nvlink, pcie, len(utils), idle)
+    @staticmethod
+    def _fold_points(r: RankState, s: GpuSeries, now: float, idle_util: float, newest: tuple[Any, ...]) -> None:
+        """One point per GPU per `POINT_GAP_S` bucket: the open bucket's point takes the series' first
+        samples (unless the ring overwrote it meanwhile), the rest open buckets of their own. ``newest``:
+        the last sample's period, power, NVLink and PCIe, already read (the last bucket's point has them)."""
+        ts, utils, gpu, points = s.ts, s.util_gpu, s.gpu, r.points
+        n = len(ts)
+        start = 0
+        while start < n:
+            bucket = r.bucket.get(gpu)
+            if bucket is not None and bucket[0] <= ts[start] < bucket[0] + POINT_GAP_S and points.holds(bucket[1]):
+                seq: int | None = bucket[1]
+                end = bisect_left(ts, bucket[0] + POINT_GAP_S, start + 1)
+            else:
+                seq, end = None, bisect_left(ts, ts[start] + POINT_GAP_S, start + 1)
+            count, mean, idle = 0, None, 0
+            if utils is not None:
+                chunk = utils[start:end]
+                if None in chunk:
+                    chunk = [u for u in chunk if u is not None]
+                if count := len(chunk):
+                    mean = sum(chunk) / count
+                    idle = 0 if min(chunk) >= idle_util else len([u for u in chunk if u < idle_util])
+            period, watts, nvlink, pcie = newest if end == n else _at(s, end - 1)
+            if seq is None:
+                seq = points.put(ts[end - 1], now, gpu, mean, period, watts, nvlink, pcie, count, idle)
+                r.bucket[gpu] = (ts[start], seq)
+            else:
+                points.merge(seq, ts[end - 1], now, mean, period, watts, nvlink, pcie, count, idle)
+            start = end
 
     def add_steps(self, node: str, steps: list[StepReport]) -> set[str]:
         """Record steps; the names of the jobs they were of (for `server.detect.stragglers`)."""

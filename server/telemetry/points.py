@@ -102,36 +102,72 @@ class PointRing:
 
     def add(self, p: GpuPoint) -> int:
         """Store ``p`` over the oldest point; returns its sequence number, for `fold`."""
-        seq = self.count
-        i = seq % self.size
-        self.gpu[i], self.n[i], self.idle[i] = p.gpu, p.n, p.idle
-        self.ts[i], self.received[i], self.period[i] = p.ts, p.received, p.period_s
-        self.util[i] = _NAN if p.util is None else p.util
-        self.power[i] = _NAN if p.power_w is None else p.power_w
-        self.nvlink[i] = _NAN if p.nvlink_kib is None else p.nvlink_kib
-        self.pcie[i] = _NAN if p.pcie_kbps is None else p.pcie_kbps
-        self.count += 1
-        return seq
+        return self.put(p.ts, p.received, p.gpu, p.util, p.period_s, p.power_w, p.nvlink_kib, p.pcie_kbps, p.n, p.idle)
 
     def fold(self, seq: int, p: GpuPoint) -> bool:
         """Add ``p``, newer samples of the same GPU, to point ``seq``; False if that point was overwritten."""
-        if self.count - seq > self.size:
+        if not self.holds(seq):
             return False
-        i = seq % self.size
-        if p.n:
-            n = self.n[i]
-            total = n + p.n
-            self.util[i] = p.util if not n else (self.util[i] * n + p.util * p.n) / total  # type: ignore[operator]
-            self.n[i] = total
-            self.idle[i] += p.idle
-        self.ts[i], self.received[i], self.period[i] = p.ts, p.received, p.period_s
-        if p.power_w is not None:
-            self.power[i] = p.power_w
-        if p.nvlink_kib is not None:
-            self.nvlink[i] = p.nvlink_kib
-        if p.pcie_kbps is not None:
-            self.pcie[i] = p.pcie_kbps
+        self.merge(seq, p.ts, p.received, p.util, p.period_s, p.power_w, p.nvlink_kib, p.pcie_kbps, p.n, p.idle)
         return True
+
+    def holds(self, seq: int) -> bool:
+        """Point ``seq`` is still in the ring (not overwritten by newer ones)."""
+        return self.count - seq <= self.size
+
+    def put(
+        self,
+        ts: float,
+        received: float,
+        gpu: int,
+        util: float | None,
+        period_s: float,
+        power_w: float | None,
+        nvlink_kib: int | None,
+        pcie_kbps: float | None,
+        n: int,
+        idle: int,
+    ) -> int:
+        """`add` from the point's values (the job tracker's way: no `GpuPoint` built per bucket)."""
+        seq = self.count
+        i = seq % self.size
+        self.gpu[i], self.n[i], self.idle[i] = gpu, n, idle
+        self.ts[i], self.received[i], self.period[i] = ts, received, period_s
+        self.util[i] = _NAN if util is None else util
+        self.power[i] = _NAN if power_w is None else power_w
+        self.nvlink[i] = _NAN if nvlink_kib is None else nvlink_kib
+        self.pcie[i] = _NAN if pcie_kbps is None else pcie_kbps
+        self.count += 1
+        return seq
+
+    def merge(
+        self,
+        seq: int,
+        ts: float,
+        received: float,
+        util: float | None,
+        period_s: float,
+        power_w: float | None,
+        nvlink_kib: int | None,
+        pcie_kbps: float | None,
+        n: int,
+        idle: int,
+    ) -> None:
+        """`fold` from the values, into a point the ring still `holds`."""
+        i = seq % self.size
+        if n:
+            had = self.n[i]
+            total = had + n
+            self.util[i] = util if not had else (self.util[i] * had + util * n) / total  # type: ignore[operator]
+            self.n[i] = total
+            self.idle[i] += idle
+        self.ts[i], self.received[i], self.period[i] = ts, received, period_s
+        if power_w is not None:
+            self.power[i] = power_w
+        if nvlink_kib is not None:
+            self.nvlink[i] = nvlink_kib
+        if pcie_kbps is not None:
+            self.pcie[i] = pcie_kbps
 
     def window(self, now: float, window_s: float) -> Window:
         """The points received in the last ``window_s`` seconds before ``now``."""
