@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from itertools import islice
-from operator import itemgetter
+from operator import itemgetter, mul
 from typing import Any
 
 from sqlalchemy import ARRAY, Float, Integer, bindparam, case, cast, func, select, update
@@ -231,55 +231,103 @@ class RollupBuffer:
 
 
 def _fold(into: _Pending, node_id: int, series: Iterable[GpuSeries]) -> None:
-    """Fold the series' sums by (GPU, minute) and (job, rank, minute) into ``into``: each minute's slice
-    of each column summed with builtins."""
-    gpus, jobs = into.gpus, into.jobs
+    """Fold the series' sums by (GPU, minute) and (job, rank, minute) into ``into``. A series within one
+    minute (at the agent's default batches, nearly all) is summed column by column as it is, with no
+    slice; a series crossing minutes minute by minute."""
     for s in series:
         ts, n = s.ts, len(s.ts)
         periods = series_periods(s)
-        utils = s.util_gpu or [None] * n
-        powers = [w or 0.0 for w in s.power_w] if s.power_w else [0.0] * n
         whole, last = int(ts[0] // 60), int(ts[-1] // 60)
-        start = 0
-        while start < n:  # minute by minute (the series is in time order)
-            end = n if whole == last else bisect_left(ts, (whole + 1) * 60, start + 1)
-            minute = _minute(whole)
-            u, p, w = utils[start:end], periods[start:end], powers[start:end]
-            if None in u:
-                known = [x for x in u if x is not None]
-                pairs = [(x, q) for x, q in zip(u, p, strict=True) if x is not None]
-            else:
-                known, pairs = u, list(zip(u, p, strict=True))
-            seconds = sum(p)
-            idle = sum(q for x, q in pairs if x < IDLE_UTIL)
-            energy = sum(a * q for a, q in zip(w, p, strict=True))
-            _fold_gpu(
-                gpus,
-                (node_id, s.gpu, minute),
-                [
-                    end - start,
-                    sum(known),
-                    _total(s.util_mem, start, end),
-                    sum(w),
-                    seconds,
-                    idle,
-                    0.0 if s.job is not None else seconds,
-                    energy,
-                    max(known, default=0.0),
-                    _most(s.fb_used_mib, start, end),
-                    _most(s.temp_c, start, end),
-                ],
-            )
-            if s.job is not None:
-                busy = sum(x * q for x, q in pairs)
-                _fold_job(jobs, (s.job, -1 if s.rank is None else s.rank, minute), seconds, idle, busy, energy)
-            start = end
-            if start < n:
-                whole = int(ts[start] // 60)
+        if whole == last:
+            _fold_minute(into, node_id, s, periods, _minute(whole), 0, n)
+        else:
+            start = 0
+            while start < n:  # minute by minute (the series is in time order)
+                end = n if whole == last else bisect_left(ts, (whole + 1) * 60, start + 1)
+                _fold_minute(into, node_id, s, periods, _minute(whole), start, end)
+                start = end
+                if start < n:
+                    whole = int(ts[start] // 60)
         total_mib = s.fb_total_mib[0] if s.fb_total_mib else None
         into.uuids[(node_id, s.gpu)] = (s.uuid, total_mib)
         if ts[-1] > into.gpu_seen.get((node_id, s.gpu), 0.0):
             into.gpu_seen[(node_id, s.gpu)] = ts[-1]
+
+
+def _fold_minute(
+    into: _Pending, node_id: int, s: GpuSeries, periods: list[float], minute: datetime, start: int, end: int
+) -> None:
+    """Samples ``start:end`` of ``s``, all in ``minute``, into its GPU row and (with a job) its job row.
+    A column with no gap is summed as it is; one with gaps as the samples that have the value (a power
+    not reported counts as 0 W). The sums' types are kept: a sum of nothing is the integer 0."""
+    whole = end - start == len(s.ts)
+    u, p, w = s.util_gpu, periods, s.power_w
+    if not whole:
+        p = p[start:end]
+        u = None if u is None else u[start:end]
+        w = None if w is None else w[start:end]
+    seconds = sum(p)
+    if u is None:
+        util_sum, util_max, idle, pairs = 0, 0.0, 0, None
+    elif None in u:
+        known = [x for x in u if x is not None]
+        pairs = [(x, q) for x, q in zip(u, p, strict=True) if x is not None]
+        util_sum, util_max = sum(known), max(known, default=0.0)
+        idle = sum([q for x, q in pairs if x < IDLE_UTIL])
+    else:
+        util_sum, util_max, pairs = sum(u), max(u), None
+        idle = 0 if min(u) >= IDLE_UTIL else sum([q for x, q in zip(u, p, strict=True) if x < IDLE_UTIL])
+    if w is None:
+        power_sum, energy = 0.0, 0.0  # as a column of zeros sums
+    else:
+        if None in w:
+            w = [x or 0.0 for x in w]
+        power_sum, energy = sum(w), sum(map(mul, w, p))
+    job = s.job
+    key = (node_id, s.gpu, minute)
+    acc = into.gpus.get(key)
+    if acc is None:
+        into.gpus[key] = [
+            end - start,
+            util_sum,
+            _total(s.util_mem, start, end, whole),
+            power_sum,
+            seconds,
+            idle,
+            0.0 if job is not None else seconds,
+            energy,
+            util_max,
+            _most(s.fb_used_mib, start, end, whole),
+            _most(s.temp_c, start, end, whole),
+        ]
+    else:  # _fold_gpu, unrolled
+        acc[0] += end - start
+        acc[1] += util_sum
+        acc[2] += _total(s.util_mem, start, end, whole)
+        acc[3] += power_sum
+        acc[4] += seconds
+        acc[5] += idle
+        acc[6] += 0.0 if job is not None else seconds
+        acc[7] += energy
+        acc[8] = max(acc[8], util_max)
+        acc[9] = max(acc[9], _most(s.fb_used_mib, start, end, whole))
+        acc[10] = max(acc[10], _most(s.temp_c, start, end, whole))
+    if job is not None:
+        if u is None:
+            busy = 0
+        elif pairs is None:
+            busy = sum(map(mul, u, p))
+        else:
+            busy = sum([x * q for x, q in pairs])
+        key = (job, -1 if s.rank is None else s.rank, minute)
+        acc = into.jobs.get(key)
+        if acc is None:
+            into.jobs[key] = [seconds, idle, busy, energy]
+        else:
+            acc[0] += seconds
+            acc[1] += idle
+            acc[2] += busy
+            acc[3] += energy
 
 
 @lru_cache(maxsize=4096)
@@ -288,12 +336,20 @@ def _minute(whole: int) -> datetime:
     return datetime.fromtimestamp(whole * 60, UTC)
 
 
-def _total(column: list[Any] | None, start: int, end: int) -> float:
-    return sum(v for v in column[start:end] if v is not None) if column else 0.0
+def _total(column: list[Any] | None, start: int, end: int, whole: bool = False) -> float:
+    """The sum of ``column[start:end]``'s values (all of it when ``whole``), 0.0 without the column."""
+    if not column:
+        return 0.0
+    values = column if whole else column[start:end]
+    return sum(values) if None not in values else sum(v for v in values if v is not None)
 
 
-def _most(column: list[Any] | None, start: int, end: int) -> float:
-    return max((v for v in column[start:end] if v is not None), default=0.0) if column else 0.0
+def _most(column: list[Any] | None, start: int, end: int, whole: bool = False) -> float:
+    """The greatest of ``column[start:end]``'s values (all of it when ``whole``), 0.0 without any."""
+    if not column:
+        return 0.0
+    values = column if whole else column[start:end]
+    return max(values) if None not in values else max((v for v in values if v is not None), default=0.0)
 
 
 def _greatest(a: Any, b: Any) -> Any:
