@@ -215,8 +215,14 @@ def sample_at(series: Any, i: int, make: Callable[..., S]) -> S:
 
 
 def series_periods(series: Any) -> list[float]:
-    """The time each sample of ``series`` stands for (``period_s``; 1 s where the agent did not say)."""
-    return [p or 1.0 for p in series.period_s] if series.period_s else [1.0] * len(series.ts)
+    """The time each sample of ``series`` stands for (``period_s``; 1 s where the agent did not say).
+    A column that says it for every sample is returned as it is, not copied: do not change the list."""
+    periods = series.period_s
+    if not periods:
+        return [1.0] * len(series.ts)
+    if None in periods or 0 in periods:
+        return [p or 1.0 for p in periods]
+    return periods
 
 
 def series_length_errors(series: Sequence[Any]) -> list[tuple[int, str, str]]:

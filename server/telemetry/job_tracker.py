@@ -160,6 +160,41 @@ class JobSummary:
     collectives: dict[str, CollectiveSummary] = field(default_factory=dict)  # by op
 
 
+def _fold_points(r: RankState, s: GpuSeries, now: float, idle_util: float, newest: tuple[Any, ...]) -> None:
+    """One point per GPU per `POINT_GAP_S` bucket: the open bucket's point takes the series' first
+    samples (unless the ring overwrote it meanwhile), the rest open buckets of their own. ``newest``:
+    the last sample's period, power, NVLink and PCIe, already read (the last bucket's point has them)."""
+    ts, utils, gpu, points = s.ts, s.util_gpu, s.gpu, r.points
+    n = len(ts)
+    start = 0
+    while start < n:
+        bucket = r.bucket.get(gpu)
+        if (
+            bucket is not None
+            and bucket[0] <= ts[start] < bucket[0] + POINT_GAP_S
+            and points.count - bucket[1] <= points.size  # not overwritten (`PointRing.holds`)
+        ):
+            seq: int | None = bucket[1]
+            end = bisect_left(ts, bucket[0] + POINT_GAP_S, start + 1)
+        else:
+            seq, end = None, bisect_left(ts, ts[start] + POINT_GAP_S, start + 1)
+        count, mean, idle = 0, None, 0
+        if utils is not None:
+            chunk = utils[start:end]
+            if None in chunk:
+                chunk = [u for u in chunk if u is not None]
+            if count := len(chunk):
+                mean = sum(chunk) / count
+                idle = 0 if min(chunk) >= idle_util else len([u for u in chunk if u < idle_util])
+        period, watts, nvlink, pcie = newest if end == n else _at(s, end - 1)
+        if seq is None:
+            seq = points.put(ts[end - 1], now, gpu, mean, period, watts, nvlink, pcie, count, idle)
+            r.bucket[gpu] = (ts[start], seq)
+        else:
+            points.merge(seq, ts[end - 1], now, mean, period, watts, nvlink, pcie, count, idle)
+        start = end
+
+
 def _at(s: GpuSeries, i: int) -> tuple[float, float | None, int | None, float | None]:
     """Sample ``i``'s period (1 s where not said), power, NVLink counter (TX + RX) and PCIe rate (TX + RX)."""
     period = s.period_s[i] if s.period_s is not None else None
@@ -281,38 +316,7 @@ class JobTracker:
                     n, idle = (0, 0) if u is None else (1, int(u < idle_util))
                     mean = None if u is None else (0.0 + u) / 1  # a mean of one, as it always was (-0.0 reads 0.0)
                     r.latest[gpu] = GpuPoint(ts[-1], now, gpu, mean, *newest, n, idle)
-                self._fold_points(r, s, now, idle_util, newest)
-
-    @staticmethod
-    def _fold_points(r: RankState, s: GpuSeries, now: float, idle_util: float, newest: tuple[Any, ...]) -> None:
-        """One point per GPU per `POINT_GAP_S` bucket: the open bucket's point takes the series' first
-        samples (unless the ring overwrote it meanwhile), the rest open buckets of their own. ``newest``:
-        the last sample's period, power, NVLink and PCIe, already read (the last bucket's point has them)."""
-        ts, utils, gpu, points = s.ts, s.util_gpu, s.gpu, r.points
-        n = len(ts)
-        start = 0
-        while start < n:
-            bucket = r.bucket.get(gpu)
-            if bucket is not None and bucket[0] <= ts[start] < bucket[0] + POINT_GAP_S and points.holds(bucket[1]):
-                seq: int | None = bucket[1]
-                end = bisect_left(ts, bucket[0] + POINT_GAP_S, start + 1)
-            else:
-                seq, end = None, bisect_left(ts, ts[start] + POINT_GAP_S, start + 1)
-            count, mean, idle = 0, None, 0
-            if utils is not None:
-                chunk = utils[start:end]
-                if None in chunk:
-                    chunk = [u for u in chunk if u is not None]
-                if count := len(chunk):
-                    mean = sum(chunk) / count
-                    idle = 0 if min(chunk) >= idle_util else len([u for u in chunk if u < idle_util])
-            period, watts, nvlink, pcie = newest if end == n else _at(s, end - 1)
-            if seq is None:
-                seq = points.put(ts[end - 1], now, gpu, mean, period, watts, nvlink, pcie, count, idle)
-                r.bucket[gpu] = (ts[start], seq)
-            else:
-                points.merge(seq, ts[end - 1], now, mean, period, watts, nvlink, pcie, count, idle)
-            start = end
+                _fold_points(r, s, now, idle_util, newest)
 
     def add_steps(self, node: str, steps: list[StepReport]) -> set[str]:
         """Record steps; the names of the jobs they were of (for `server.detect.stragglers`)."""
