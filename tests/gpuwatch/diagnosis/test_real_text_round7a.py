@@ -37,13 +37,25 @@ Traceback (most recent call last):
     ("frame", "exception"),
     [
         # labmlai/annotated_deep_learning_paper_implementations#166 (case 709)
-        ("/home/p/.local/lib/python3.9/site-packages/labml_nn/neox/utils/trainer.py", "TypeError: cannot unpack non-iterable NoneType object"),
+        (
+            "/home/p/.local/lib/python3.9/site-packages/labml_nn/neox/utils/trainer.py",
+            "TypeError: cannot unpack non-iterable NoneType object",
+        ),
         # lucidrains/stylegan2-pytorch#149 (case 724)
         ("/opt/conda/lib/python3.8/site-packages/stylegan2_pytorch/cli.py", "NameError: name 'seed' is not defined"),
-        ("/usr/lib/python3/dist-packages/some_app/run.py", "UnboundLocalError: local variable 'g_loss' referenced before assignment"),
-        ("/venv/lib/python3.12/site-packages/some_app/run.py", "UnboundLocalError: cannot access local variable 'g_loss' where it is not associated with a value"),
+        (
+            "/usr/lib/python3/dist-packages/some_app/run.py",
+            "UnboundLocalError: local variable 'g_loss' referenced before assignment",
+        ),
+        (
+            "/venv/lib/python3.12/site-packages/some_app/run.py",
+            "UnboundLocalError: cannot access local variable 'g_loss' where it is not associated with a value",
+        ),
         ("/venv/lib/python3.10/site-packages/some_app/data.py", "TypeError: 'NoneType' object is not subscriptable"),
-        ("/venv/lib/python3.10/site-packages/some_app/data.py", "AttributeError: 'NoneType' object has no attribute 'shape'"),
+        (
+            "/venv/lib/python3.10/site-packages/some_app/data.py",
+            "AttributeError: 'NoneType' object has no attribute 'shape'",
+        ),
     ],
 )
 def test_a_code_bug_in_an_installed_application_is_a_script_error(frame: str, exception: str) -> None:
@@ -77,7 +89,7 @@ def test_the_spawned_stylegan2_cli_nameerror_is_a_script_error() -> None:
 Traceback (most recent call last):
   File "/envs/augment/lib/python3.8/site-packages/torch/multiprocessing/spawn.py", line 119, in join
     raise Exception(msg)
-Exception: 
+Exception:
 
 -- Process 0 terminated with the following error:
 Traceback (most recent call last):
