@@ -106,7 +106,9 @@ _RAN_DRY = re.compile(r"generator raised StopIteration")
 _CODE_BUG_TYPES = frozenset({"NameError", "UnboundLocalError"})
 _NONE_MISUSE = re.compile(
     r"cannot unpack non-iterable NoneType object|^'NoneType' object (?:is not (?:subscriptable|iterable|callable)"
-    r"|has no attribute )"
+    r"|has no attribute |does not support item assignment)|^object of type 'NoneType' has no len\(\)"
+    r"|^argument of type 'NoneType' is not iterable"
+    r"|^unsupported operand type\(s\) for .+: '(?:NoneType' and|.+' and 'NoneType')"
 )
 _INSTALLED_PACKAGE = re.compile(r"(?:site|dist)-packages/(?P<pkg>[A-Za-z_]\w*)")
 _FRAMEWORK_PACKAGE = re.compile(

@@ -56,6 +56,15 @@ Traceback (most recent call last):
             "/venv/lib/python3.10/site-packages/some_app/data.py",
             "AttributeError: 'NoneType' object has no attribute 'shape'",
         ),
+        ("/venv/lib/python3.10/site-packages/some_app/data.py", "TypeError: object of type 'NoneType' has no len()"),
+        (
+            "/venv/lib/python3.10/site-packages/some_app/data.py",
+            "TypeError: unsupported operand type(s) for +: 'int' and 'NoneType'",
+        ),
+        (
+            "/venv/lib/python3.10/site-packages/some_app/data.py",
+            "TypeError: argument of type 'NoneType' is not iterable",
+        ),
     ],
 )
 def test_a_code_bug_in_an_installed_application_is_a_script_error(frame: str, exception: str) -> None:
@@ -116,6 +125,8 @@ NameError: name 'seed' is not defined
         # vLLM's model registry
         "ValueError: Model architectures ['MyForCausalLM'] are not supported for now. Supported architectures: ['LlamaForCausalLM']",
         "ValueError: optimizer must be one of ['adamw', 'sgd'], got 'adam'",
+        # the same refusal through vLLM's pydantic config (vllm-project/vllm issues)
+        "Value error, Model architectures ['DeepseekOCRForCausalLM'] are not supported for now. Supported architectures: dict_keys(['ApertusForCausalLM', 'AquilaModel'])",
     ],
 )
 def test_a_library_refusing_the_model_or_value_it_was_given_is_an_argument_error(line: str) -> None:
