@@ -193,7 +193,7 @@ Traceback (most recent call last):
     assert _diagnose(text)[0] == "import_error"
 
 
-@pytest.mark.parametrize("name", ["use_cuda", "is_cuda", "args_cuda", "x_cuda", "file_ext"])
+@pytest.mark.parametrize("name", ["use_cuda", "is_cuda", "args_cuda", "x_cuda", "num_cuda_devices", "file_ext"])
 def test_a_nameerror_naming_a_flag_is_still_a_script_error(name: str) -> None:
     text = f"""
 Traceback (most recent call last):
