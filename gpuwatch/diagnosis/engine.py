@@ -98,6 +98,36 @@ _LOADER_EXCEPTIONS = frozenset(
     {"ConnectionResetError", "ConnectionRefusedError", "ConnectionAbortedError", "BrokenPipeError", "EOFError"}
 )
 _RAN_DRY = re.compile(r"generator raised StopIteration")
+# Python's own words for a bug in the code that ran: a name never bound, None used as a value. Raised in an
+# installed package that is not one of the frameworks below (a model-zoo package, an application's CLI:
+# labml_nn's trainer, stylegan2_pytorch's cli.py, cases 709 and 724), the bug is the application's, code
+# the user runs rather than a framework it runs on: the taxonomy files it with the script's. A framework's
+# own exceptions (its ValueError, its RuntimeError) are still judged by where they were raised.
+_CODE_BUG_TYPES = frozenset({"NameError", "UnboundLocalError"})
+_NONE_MISUSE = re.compile(
+    r"cannot unpack non-iterable NoneType object|^'NoneType' object (?:is not (?:subscriptable|iterable|callable)"
+    r"|has no attribute |does not support item assignment)|^object of type 'NoneType' has no len\(\)"
+    r"|^argument of type 'NoneType' is not iterable"
+    r"|^unsupported operand type\(s\) for .+: '(?:NoneType' and|.+' and 'NoneType')"
+)
+_INSTALLED_PACKAGE = re.compile(r"(?:site|dist)-packages/(?P<pkg>[A-Za-z_]\w*)")
+_FRAMEWORK_PACKAGE = re.compile(
+    r"torch\w*|functorch|triton|deepspeed|mii|megatron|transformers|accelerate|peft|trl|datasets|diffusers"
+    r"|tokenizers|huggingface_hub|safetensors|evaluate|optimum|sentence_transformers|pytorch_lightning|lightning\w*"
+    r"|apex|vllm|sglang|xformers|flash_attn|bitsandbytes|unsloth\w*|colossalai|fairscale|fairseq2?|nemo|mm\w+"
+    r"|detectron2|timm|ultralytics|tensorflow\w*|tf_keras|keras|jax|jaxlib|flax|optax|orbax|paxml|praxis|t5x"
+    r"|horovod|ray|dgl|numpy|scipy|onnxruntime|tensorrt"
+)
+
+
+def _application_bug(name: str, msg: str, frame: str) -> bool:
+    """The interpreter's code-bug wording, raised in an installed package that is no framework's."""
+    if name not in _CODE_BUG_TYPES and not (name in ("TypeError", "AttributeError") and _NONE_MISUSE.search(msg)):
+        return False
+    m = _INSTALLED_PACKAGE.search(frame)
+    return m is not None and _FRAMEWORK_PACKAGE.fullmatch(m.group("pkg")) is None
+
+
 # With no frame to tell where it was raised, the type decides as the taxonomy's evidence does:
 # RuntimeError and AssertionError are framework errors, the other types script errors.
 _FRAMEWORK_TYPES = frozenset({"RuntimeError", "AssertionError"})
@@ -441,6 +471,8 @@ class _Scanner:
             return
         # With no frame (or only one that re-raises), the type decides.
         in_framework = name in _FRAMEWORK_TYPES if frame is None else _FRAMEWORK_PATH.search(frame) is not None
+        if in_framework and frame is not None and _application_bug(name, msg, frame):
+            in_framework = False
         reason = "framework_error" if in_framework else "script_error"
         if in_framework and loading and name in _CHECKPOINT_EXCEPTIONS:
             reason = "checkpoint_load_error"
