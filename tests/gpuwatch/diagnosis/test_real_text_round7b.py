@@ -74,13 +74,15 @@ def test_a_shell_without_a_line_number_that_finds_no_command_is_a_missing_file(l
         "FATAL:   could not open image /scratch/envs/train.sif: failed to retrieve path for /scratch/envs/train.sif: lstat /scratch/envs/train.sif: no such file or directory",
         # docker/runc: the container's command is not in the image
         'docker: Error response from daemon: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: "python": executable file not found in $PATH: unknown.',
-        "FATAL:   \"python\": executable file not found in $PATH",
+        'FATAL:   "python": executable file not found in $PATH',
         # a tool's own wording of ENOENT after what it could not do
         "ls: cannot access '/data/imagenet/train': No such file or directory",
     ],
 )
 def test_container_runtimes_missing_paths_are_missing_files(line: str) -> None:
-    assert _diagnose(f"INFO:    Setting --writable-tmpfs (required by nvidia-container-cli)\n{line}") == "file_not_found"
+    assert (
+        _diagnose(f"INFO:    Setting --writable-tmpfs (required by nvidia-container-cli)\n{line}") == "file_not_found"
+    )
 
 
 @pytest.mark.parametrize(
@@ -97,8 +99,14 @@ def test_container_runtimes_missing_paths_are_missing_files(line: str) -> None:
             "import_error",
         ),
         # Apptainer's own permission and storage failures keep their reasons
-        ("FATAL:   container creation failed: mkdir /var/lib/apptainer/mnt/session/rootfs: permission denied", "permission_error"),
-        ("FATAL:   While making image from oci registry: error fetching image to cache: while building SIF from layers: packer failed to pack: while unpacking tmpfs: error unpacking rootfs: unpack entry: usr/lib/libcuda.so: write /tmp/rootfs-123/usr/lib/libcuda.so: no space left on device", "storage_error"),
+        (
+            "FATAL:   container creation failed: mkdir /var/lib/apptainer/mnt/session/rootfs: permission denied",
+            "permission_error",
+        ),
+        (
+            "FATAL:   While making image from oci registry: error fetching image to cache: while building SIF from layers: packer failed to pack: while unpacking tmpfs: error unpacking rootfs: unpack entry: usr/lib/libcuda.so: write /tmp/rootfs-123/usr/lib/libcuda.so: no space left on device",
+            "storage_error",
+        ),
     ],
 )
 def test_container_runtimes_other_start_up_errors_keep_their_reasons(line: str, reason: str) -> None:
@@ -235,15 +243,39 @@ def test_nvml_errors_are_read_by_their_class_names(name: str, message: str, reas
     ("line", "reason"),
     [
         # agrimgupta92/sgan#37: torch's THC wording of CUBLAS_STATUS_EXECUTION_FAILED
-        ("RuntimeError: cublas runtime error : the GPU program failed to execute at /opt/pytorch/pytorch/aten/src/THC/THCBlas.cu:258", "cuda_error"),
-        ("RuntimeError: cublas runtime error : an internal operation failed at /pytorch/aten/src/THC/THCBlas.cu:249", "cuda_error"),
-        ("RuntimeError: cublas runtime error : resource allocation failed at /pytorch/aten/src/THC/THCGeneral.cpp:250", "gpu_oom"),
-        ("RuntimeError: cublas runtime error : the GPU does not support the requested feature at /pytorch/aten/src/THC/THCBlas.cu:441", "import_error"),
+        (
+            "RuntimeError: cublas runtime error : the GPU program failed to execute at /opt/pytorch/pytorch/aten/src/THC/THCBlas.cu:258",
+            "cuda_error",
+        ),
+        (
+            "RuntimeError: cublas runtime error : an internal operation failed at /pytorch/aten/src/THC/THCBlas.cu:249",
+            "cuda_error",
+        ),
+        (
+            "RuntimeError: cublas runtime error : resource allocation failed at /pytorch/aten/src/THC/THCGeneral.cpp:250",
+            "gpu_oom",
+        ),
+        (
+            "RuntimeError: cublas runtime error : an absent device architectural feature is required at /pytorch/aten/src/THC/THCBlas.cu:441",
+            "import_error",
+        ),
         # DeepLabCut/DeepLabCut#1089: TensorFlow 1.x's conv op
-        ("InternalError (see above for traceback): cuDNN launch failure : input shape([8,3,220,220]) filter shape([7,7,3,64])", "cuda_error"),
-        ("tensorflow.python.framework.errors_impl.InternalError: Blas SGEMM launch failed : m=2048, n=512, k=64", "cuda_error"),
-        ("2018-06-01 10:02:11.203: E tensorflow/stream_executor/cuda/cuda_event.cc:49] Error polling for event status: failed to query event: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered", "cuda_error"),
-        ("2018-06-01 10:02:11.203: F tensorflow/core/common_runtime/gpu/gpu_util.cc:300] GPU->CPU Memcpy failed: CUDA_ERROR_LAUNCH_FAILED", "cuda_error"),
+        (
+            "InternalError (see above for traceback): cuDNN launch failure : input shape([8,3,220,220]) filter shape([7,7,3,64])",
+            "cuda_error",
+        ),
+        (
+            "tensorflow.python.framework.errors_impl.InternalError: Blas SGEMM launch failed : m=2048, n=512, k=64",
+            "cuda_error",
+        ),
+        (
+            "2018-06-01 10:02:11.203: E tensorflow/stream_executor/cuda/cuda_event.cc:49] Error polling for event status: failed to query event: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered",
+            "cuda_error",
+        ),
+        (
+            "2018-06-01 10:02:11.203: F tensorflow/core/common_runtime/gpu/gpu_util.cc:300] GPU->CPU Memcpy failed: CUDA_ERROR_LAUNCH_FAILED",
+            "cuda_error",
+        ),
     ],
 )
 def test_cuda_libraries_older_wordings(line: str, reason: str) -> None:
