@@ -280,3 +280,43 @@ def test_nvml_errors_are_read_by_their_class_names(name: str, message: str, reas
 )
 def test_cuda_libraries_older_wordings(line: str, reason: str) -> None:
     assert _diagnose(line) == reason
+
+
+# ---------------------------------------------------------------- enroot's and pyxis's own words
+# (the wordings of enroot's common::err and pyxis's slurm_error calls, as pyxis copies enroot's log)
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (
+            "slurmstepd: error: pyxis:     [ERROR] No such file or directory: /lustre/images/pytorch+24.05.sqsh",
+            "file_not_found",
+        ),
+        (
+            "[ERROR] Command not found: nvidia-container-cli, see https://github.com/NVIDIA/libnvidia-container",
+            "file_not_found",
+        ),
+        (
+            "slurmstepd: error: pyxis: --container-mounts: source path does not exist: /scratch/datasets",
+            "file_not_found",
+        ),
+        (
+            "slurmstepd: error: pyxis:     [ERROR] URL https://nvcr.io/v2/nvidia/pytorch/manifests/24.13-py3 returned error code: 404 Not Found",
+            "file_not_found",
+        ),
+        (
+            "slurmstepd: error: pyxis:     [ERROR] URL https://nvcr.io/proxy_auth?scope=repository:nvidia/pytorch:pull returned error code: 401 Unauthorized",
+            "permission_error",
+        ),
+        ("[ERROR] Not enough space left in /tmp (5242880 KB needed)", "storage_error"),
+        (
+            "slurmstepd: error: pyxis:     [ERROR] Invalid image reference: nvcr.io#nvidia/pytorch:24.05-py3:latest",
+            "argument_error",
+        ),
+        ("slurmstepd: error: pyxis: --container-mounts: invalid format: /data:/data:rw:x", "argument_error"),
+    ],
+)
+def test_enroot_and_pyxis_errors_in_their_own_words(line: str, reason: str) -> None:
+    log = f"pyxis: importing docker image ...\n{line}\nslurmstepd: error: pyxis: couldn't start container\nsrun: error: gpu-node-1: task 0: Exited with exit code 1"
+    assert _diagnose(log, "slurm-52574.out") == reason
