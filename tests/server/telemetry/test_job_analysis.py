@@ -261,9 +261,10 @@ def test_a_long_but_busy_step_is_not_a_hang(stack: Stack) -> None:
 @pytest.mark.slow
 def test_job_series_on_metrics(stack: Stack) -> None:
     job = "metrics"
-    # Long enough (several sampling intervals) for each rank's simulated GPU to be sampled while in use.
-    stack.train(job, "--mode", "heavy", "--steps", "40")
-    stack.wait_for_steps(job, 40)
+    # Long enough (several sampling intervals, on a loaded machine too) for each rank's simulated GPU to
+    # be sampled while in use: 40 steps once ended before one rank's GPU was (a full suite's fresh CI).
+    stack.train(job, "--mode", "heavy", "--steps", "100")
+    stack.wait_for_steps(job, 100)
     wait_until(
         lambda: all(r["gpu_util_mean"] is not None for r in stack.utilization(job)["ranks"]),
         what="GPU samples attributed to both ranks",
