@@ -313,6 +313,17 @@ def _run(tmp: Path, disk: Path, cfg: SoakConfig, procs: dict[str, Proc]) -> Soak
     return _result(db, writer, usage, disk, dropped_logs(client_port), base, cfg, time.monotonic() - began)
 
 
+def _spool_left(spool: Path, within_s: float = 15.0) -> int:
+    """The batches still spooled once the agent has had ``within_s`` to send them.
+
+    Every batch is spooled before it is sent, so the running agent's next metrics batch may sit there
+    for a moment after the drain: a file counts as left behind only if the spool never empties."""
+    deadline = time.monotonic() + within_s
+    while (left := len(list(spool.glob("*.json.gz")))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
 def _query(db: Path, sql: str) -> list[tuple]:
     with sqlite3.connect(db, timeout=30) as conn:
         return conn.execute(sql).fetchall()
@@ -356,7 +367,7 @@ def _result(
         disk_min_free=usage.disk_min_free,
         disk_free_end=usage.free(),
         disk_size=st.f_blocks * st.f_frsize,
-        spool_files_end=len(list((disk / "spool").glob("*.json.gz"))),
+        spool_files_end=_spool_left(disk / "spool"),
         agent_cpu_s=sum(usage.cpu_s.values()),
         agent_wall_s=wall,
         agent_rss_max=usage.rss_max,
