@@ -26,7 +26,7 @@ from server.services import build
 log = logging.getLogger("gpuwatch.server")
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings) -> App:
     """Build the app around the server's components (server/services.py); raises SchemaOutOfDate when
     the database needs `gpuwatch db upgrade` first."""
     svc = build(settings)
@@ -37,7 +37,7 @@ def create_app(settings: Settings) -> FastAPI:
         yield
         svc.stop()
 
-    app = FastAPI(
+    app = App(
         title="gpuwatch", version=__version__, description="GPU cluster observability and diagnosis", lifespan=lifespan
     )
     app.state.services = svc
@@ -78,37 +78,45 @@ def create_app(settings: Settings) -> FastAPI:
 
     app.openapi = openapi  # type: ignore[method-assign]
     app.add_middleware(RejectionCounter, metrics=svc.ingest_metrics)
-    app.add_middleware(IngestFastPath, metrics=svc.ingest_metrics, handlers=app.exception_handlers)  # outermost
     return app
 
 
-class IngestFastPath:
-    """The batch route (`ingest.ingest_endpoint`) ahead of the app's middleware, router and dependency
-    injection: what every agent sends every few seconds pays for no layer it does not use. Its errors
-    are answered by the app's own exception handlers and counted as `RejectionCounter` counts them;
-    one no handler takes goes on to the server-error middleware, as any endpoint's. FastAPI's route
-    (`ingest.ingest`) is still declared, for the OpenAPI spec, and never reached."""
-
-    def __init__(self, app: ASGIApp, metrics: IngestMetrics, handlers: dict[Any, Any]) -> None:
-        self.app, self.metrics, self.handlers = app, metrics, handlers
+class App(FastAPI):
+    """The FastAPI app, whose batch route (`ingest.ingest_endpoint`) is answered before any of the app's
+    middleware, router or dependency injection: what every agent sends every few seconds pays for no
+    layer it does not use (each wrapped the request's receive and send in a coroutine of its own). The
+    route's errors are answered by the app's own exception handlers and counted as `RejectionCounter`
+    counts them; one no handler takes goes to the server (uvicorn answers 500 and logs it), as it would
+    from the server-error middleware. FastAPI's route (`ingest.ingest`) is still declared, for the
+    OpenAPI spec, and never reached."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != Api.INGEST or scope["method"] != "POST":
-            await self.app(scope, receive, send)
+            await super().__call__(scope, receive, send)
             return
+        scope["app"] = self  # as Starlette sets it: `request.app`
         request = Request(scope, receive)
         try:
-            response = await ingest.ingest_endpoint(request)
+            body = await ingest.ingest_endpoint(request)
         except Exception as exc:
-            handler = next((self.handlers[k] for k in type(exc).__mro__ if k in self.handlers), None)
+            handlers = self.exception_handlers
+            handler = next((handlers[k] for k in type(exc).__mro__ if k in handlers), None)
             if handler is None:
                 raise
             response = handler(request, exc)
             if inspect.isawaitable(response):
                 response = await response
-            self.metrics.rejected.labels(str(response.status_code)).inc()
-            self.metrics.batches.labels("rejected").inc()
-        await response(scope, receive, send)
+            metrics: IngestMetrics = self.state.services.ingest_metrics
+            metrics.rejected.labels(str(response.status_code)).inc()
+            metrics.batches.labels("rejected").inc()
+            await response(scope, receive, send)
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": _json_headers(len(body))})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _json_headers(length: int) -> list[tuple[bytes, bytes]]:
+    return [(b"content-type", b"application/json"), (b"content-length", str(length).encode())]
 
 
 class RejectionCounter:

@@ -79,20 +79,26 @@ class _Item:
     error: BaseException | None = None
 
 
-def _settle(item: _Item) -> None:
-    """Hand the outcome to the waiting request, on its event loop (it may have gone: a closed connection)."""
+def _settle(items: list[_Item]) -> None:
+    """Hand each outcome to its waiting request, on its event loop (it may have gone: a closed connection).
+    One call a loop for the whole group: each call wakes the loop with a write to its self-pipe."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Item]] = {}
+    for item in items:
+        by_loop.setdefault(item.loop, []).append(item)
+    for loop, mine in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(_settle_here, mine)
 
-    def settle() -> None:
+
+def _settle_here(items: list[_Item]) -> None:
+    for item in items:
         if item.future.done():
-            return
+            continue
         if item.error is not None:
             item.future.set_exception(item.error)
         else:
             assert item.batch is not None and item.result is not None
             item.future.set_result((item.batch, item.result, item.follow or FollowUp()))
-
-    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-        item.loop.call_soon_threadsafe(settle)
 
 
 class BatchWriter:
@@ -197,8 +203,7 @@ class BatchWriter:
                 self._last_group = time.monotonic()
                 with self._lock:
                     self._queued -= sum(len(item.raw) for item in group)
-                for item in group:
-                    _settle(item)
+                _settle(group)
             if stop:
                 return
 
