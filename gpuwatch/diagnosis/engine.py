@@ -142,6 +142,12 @@ def _application_bug(name: str, msg: str, frame: str) -> bool:
 _FRAMEWORK_TYPES = frozenset({"RuntimeError", "AssertionError"})
 _ISO_TS = re.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d+))?")
 _ROOT_CAUSE_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+# A launcher's line for the first process it saw fail, when no summary names its rank: torchrun's "failed
+# (exitcode: -9) local_rank: 0 (pid: 2598)", mp.spawn's "process 0 terminated with signal SIGKILL" (the
+# process index is the local rank: the global one on a single node, which is all such a log shows).
+_FAILED_LOCAL_RANK = re.compile(
+    r"\bfailed \(exitcode: -?\d+\) local_rank: (\d+)|\b[Pp]rocess (\d+) terminated with (?:signal|exit code)"
+)
 _ROOT_CAUSE_HOST = re.compile(r"^\s*host\s*:\s*(\S+)")
 # Files a node writes about itself, named for it: kern-gpu-a12.log, dmesg_gpu-a12.txt, syslog-dgx-3.log.
 _NODE_FILE = re.compile(
@@ -302,6 +308,7 @@ class _Scanner:
         self.progress: dict[int, int | None] = {}  # a root candidate's line → the first progress line after it
         self.total = 0
         self.root_rank: int | None = None
+        self.failed_rank: int | None = None  # the first rank a launcher's line says failed (_FAILED_LOCAL_RANK)
         self.root_host: str | None = None
 
     def scan(self) -> None:
@@ -454,6 +461,8 @@ class _Scanner:
     def _line(self, i: int, raw: str, text: str, rank: int | None, severity: str = "error") -> list[Candidate]:
         """Candidates from one line; ``severity`` is what its place says (a traceback's final exception
         is fatal), lowered to a warning when the line says it is one, raised by a rule that knows better."""
+        if self.failed_rank is None and (failed := _FAILED_LOCAL_RANK.search(text)):
+            self.failed_rank = int(failed.group(1) or failed.group(2))
         if severity == "error" and _WARNING_LEVEL.search(raw[:80]):
             severity = "warning"
         matched = self.rules.match_at(text)
@@ -704,6 +713,7 @@ def scan(sources: Iterable[LogSource], rules_dir: str | None = None) -> tuple[li
     found: list[Candidate] = []
     root_rank: int | None = None
     root_host: str | None = None
+    failed_rank: int | None = None
     for source in sources:
         scanner = _Scanner(source, rules)
         scanner.scan()
@@ -711,10 +721,11 @@ def scan(sources: Iterable[LogSource], rules_dir: str | None = None) -> tuple[li
         weigh = len(scanner.found) > 1 or (scanner.found and exit_candidate is not None)
         found += _weigh(scanner.found, scanner.total, scanner.progress, exit_candidate) if weigh else scanner.found
         root_rank = root_rank if root_rank is not None else scanner.root_rank
+        failed_rank = failed_rank if failed_rank is not None else scanner.failed_rank
         root_host = root_host or scanner.root_host
         if exit_candidate is not None:
             found.append(exit_candidate)
-    return found, root_rank, root_host
+    return found, root_rank if root_rank is not None else failed_rank, root_host
 
 
 def diagnose_rules(sources: list[LogSource], rules_dir: str | None = None) -> Diagnosis:

@@ -255,3 +255,35 @@ def test_a_bare_check_that_names_a_connection_is_left_to_the_network() -> None:
     assert (
         _diagnose("Check failed: error >= 0 ERROR connecting to 10.0.0.3:6170: Connection refused") == "network_error"
     )
+
+
+# ---------------------------------------------------------------- the rank a launcher names
+
+# InternLM/InternLM-XComposer#361: local rank 2 cannot see its GPU; torchrun's line is all that names it.
+_XCOMPOSER_ORDINAL = """
+Load model from: internlm/internlm-xcomposer2-4khd-7b
+RuntimeError: CUDA error: invalid device ordinal
+WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 6351 closing signal SIGTERM
+WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 6352 closing signal SIGTERM
+ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 2 (pid: 6353) of binary: /home/user/anaconda3/envs/intern/bin/python
+"""
+
+
+def test_a_launchers_failed_line_names_the_rank_when_no_summary_does() -> None:
+    d = diagnose_rules([_src("torchrun.log", _XCOMPOSER_ORDINAL)])
+    assert (d.reason, d.rank) == ("argument_error", 2)
+
+
+def test_mp_spawns_process_index_names_the_rank() -> None:
+    text = 'Traceback (most recent call last):\n  File "/opt/conda/lib/python3.8/site-packages/torch/multiprocessing/spawn.py", line 130, in join\n    raise ProcessExitedException(\ntorch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL'
+    d = diagnose_rules([_src("train.log", text)])
+    assert (d.reason, d.rank) == ("host_oom", 1)
+
+
+def test_a_summarys_root_cause_rank_outranks_the_failed_line() -> None:
+    summary = "Root Cause (first observed failure):\n[0]:\n  time      : 2024-09-04_13:55:02\n  host      : s06\n  rank      : 3 (local_rank: 3)\n  exitcode  : -9 (pid: 1754710)\n============================================================"
+    text = (
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 1754707) of binary: /usr/bin/python\n"
+        + summary
+    )
+    assert diagnose_rules([_src("torchrun.log", text)]).rank == 3
