@@ -287,3 +287,45 @@ def test_a_summarys_root_cause_rank_outranks_the_failed_line() -> None:
         + summary
     )
     assert diagnose_rules([_src("torchrun.log", text)]).rank == 3
+
+
+# ---------------------------------------------------------------- second part (cases 808-814)
+
+
+def test_a_check_in_rays_log_layout_is_a_native_abort() -> None:
+    """verl-project/verl#2380: Ray's core worker, behind Ray's '(TaskRunner pid=N)' prefix."""
+    text = "(TaskRunner pid=2915798) [2025-07-06 07:14:27,052 C 2915798 2915798] task_receiver.cc:219: Check failed: objects_valid"
+    assert _diagnose(text) == "framework_error"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # mozilla/translations#1015: Marian's wording, CURAND_STATUS_INITIALIZATION_FAILED
+        "[2025-01-21 17:10:38] Error: Curand error 203 - /builds/worker/fetches/marian-source/src/tensors/rand.cpp:74: curandCreateGenerator",
+        "[2025-01-21 17:10:38] Error: Cublas error 13 - /src/tensors/gpu/prod.cpp:102: cublasSgemm",
+    ],
+)
+def test_a_cuda_librarys_status_as_a_number_is_a_cuda_error(line: str) -> None:
+    assert _diagnose(line) == "cuda_error"
+
+
+def test_cublas_allocation_failure_as_a_number_is_not_called_a_fault() -> None:
+    assert _diagnose("Error: Cublas error 3 - /src/tensors/gpu/prod.cpp:102: cublasCreate") != "cuda_error"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # THUDM/slime#1391: the SGLang router in front of the rollout engines
+        "httpx.HTTPStatusError: Server error '503 Service Unavailable' for url 'http://26.104.43.34:3938/generate'",
+        "requests.exceptions.HTTPError: 502 Server Error: Bad Gateway for url: http://rollout-0:8000/v1/completions",
+    ],
+)
+def test_a_service_the_run_calls_that_is_not_there_is_a_network_error(line: str) -> None:
+    assert _diagnose(f"step 51 | reward 0.31\n{line}") == "network_error"
+
+
+def test_an_http_client_error_is_not_a_network_error() -> None:
+    line = "requests.exceptions.HTTPError: 404 Client Error: Not Found for url: https://huggingface.co/api/models/my-org/missing"
+    assert _diagnose(line) != "network_error"
