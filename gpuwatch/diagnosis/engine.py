@@ -53,9 +53,10 @@ _FRAME = re.compile(
 # Python's header, and Sacred's for the traceback it shortens ("most recent calls WITHOUT Sacred internals").
 _TRACEBACK = re.compile(r"Traceback \(most recent calls? (?:last|WITHOUT Sacred internals)\)")
 # An exception's line; Google's API errors are named without "Error" and say an HTTP status first
-# ("google.api_core.exceptions.InvalidArgument: 400 ...", "NotFound: 404 ...").
+# ("google.api_core.exceptions.InvalidArgument: 400 ...", "NotFound: 404 ..."); a plain ``Exception``
+# (what old torch's mp.spawn and fairseq's distributed utilities raise, case 792) is one too.
 _EXCEPTION = re.compile(
-    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)|(?:[A-Za-z_]\w*\.)*(?:BadRequest|InvalidArgument"
+    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)|Exception|(?:[A-Za-z_]\w*\.)*(?:BadRequest|InvalidArgument"
     r"|FailedPrecondition|OutOfRange|Unauthorized|Unauthenticated|Forbidden|PermissionDenied|NotFound|MethodNotAllowed"
     r"|Conflict|AlreadyExists|Aborted|PreconditionFailed|TooManyRequests|ResourceExhausted|Cancelled|Unknown|DataLoss"
     r"|MethodNotImplemented|BadGateway|ServiceUnavailable|GatewayTimeout|DeadlineExceeded)(?=: [1-5]\d\d\b))"
@@ -82,6 +83,11 @@ _CHECKPOINT_EXCEPTIONS = frozenset({"KeyError", "RuntimeError", "ValueError", "E
 # A frame that only re-raises what a replica raised (DataParallel's parallel_apply, torch's reraise): it
 # says nothing of where the exception came from, so the exception is judged as one with no frame.
 _RERAISE_FRAME = re.compile(r"/parallel_apply\.py\b|/torch/_utils\.py\", line \d+, in reraise")
+# torch's module call, which only dispatches to the module's forward: a traceback whose last frame is this
+# call ("return forward_call(*args, **kwargs)") was cut before the frame that raised (a report's excerpt,
+# case 786), so it says nothing of where the exception came from.
+_DISPATCH_FRAME = re.compile(r"/torch/nn/modules/module\.py\b")
+_DISPATCH_CODE = re.compile(r"^return forward_call\(")
 # A line of a traceback between its frames: the source line under a frame, the carets under it,
 # "[Previous line repeated N more times]".
 _TRACEBACK_BODY = re.compile(r"^[\s~^]*$|^\[Previous line repeated \d+ more times?\]$")
@@ -117,6 +123,9 @@ _FRAMEWORK_PACKAGE = re.compile(
     r"|apex|vllm|sglang|xformers|flash_attn|bitsandbytes|unsloth\w*|colossalai|fairscale|fairseq2?|nemo|mm\w+"
     r"|detectron2|timm|ultralytics|tensorflow\w*|tf_keras|keras|jax|jaxlib|flax|optax|orbax|paxml|praxis|t5x"
     r"|horovod|ray|dgl|numpy|scipy|onnxruntime|tensorrt"
+    # LLM training and fine-tuning frameworks installed as packages (EasyDeL's trainer, case 778)
+    r"|easydel|llamafactory|llmtuner|swift|xtuner|lmflow|openrlhf|verl|axolotl|nemo_aligner|nemo_rl|trlx|litgpt"
+    r"|lit_gpt|torchtune|torchtitan|composer|llmfoundry|levanter|maxtext|nanotron|modelscope|sat|fastchat|deepspeed_chat"
 )
 
 
@@ -125,7 +134,7 @@ def _application_bug(name: str, msg: str, frame: str) -> bool:
     if name not in _CODE_BUG_TYPES and not (name in ("TypeError", "AttributeError") and _NONE_MISUSE.search(msg)):
         return False
     m = _INSTALLED_PACKAGE.search(frame)
-    return m is not None and _FRAMEWORK_PACKAGE.fullmatch(m.group("pkg")) is None
+    return m is not None and _FRAMEWORK_PACKAGE.fullmatch(m.group("pkg").lower()) is None
 
 
 # With no frame to tell where it was raised, the type decides as the taxonomy's evidence does:
@@ -133,6 +142,12 @@ def _application_bug(name: str, msg: str, frame: str) -> bool:
 _FRAMEWORK_TYPES = frozenset({"RuntimeError", "AssertionError"})
 _ISO_TS = re.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d+))?")
 _ROOT_CAUSE_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+# A launcher's line for the first process it saw fail, when no summary names its rank: torchrun's "failed
+# (exitcode: -9) local_rank: 0 (pid: 2598)", mp.spawn's "process 0 terminated with signal SIGKILL" (the
+# process index is the local rank: the global one on a single node, which is all such a log shows).
+_FAILED_LOCAL_RANK = re.compile(
+    r"\bfailed \(exitcode: -?\d+\) local_rank: (\d+)|\b[Pp]rocess (\d+) terminated with (?:signal|exit code)"
+)
 _ROOT_CAUSE_HOST = re.compile(r"^\s*host\s*:\s*(\S+)")
 # Files a node writes about itself, named for it: kern-gpu-a12.log, dmesg_gpu-a12.txt, syslog-dgx-3.log.
 _NODE_FILE = re.compile(
@@ -293,6 +308,7 @@ class _Scanner:
         self.progress: dict[int, int | None] = {}  # a root candidate's line → the first progress line after it
         self.total = 0
         self.root_rank: int | None = None
+        self.failed_rank: int | None = None  # the first rank a launcher's line says failed (_FAILED_LOCAL_RANK)
         self.root_host: str | None = None
 
     def scan(self) -> None:
@@ -330,8 +346,12 @@ class _Scanner:
             if exc and _python_type(exc.group("type")):
                 # An exception line with no traceback before it: its type and message still speak, but
                 # what printed it may have gone on (a handler that logs it): a warning, which a later
-                # specific error or exit of another kind outweighs.
-                self._exception(i, raw, text, prefix_rank, exc, None, severity="error", alone=True)
+                # specific error or exit of another kind outweighs. Quoted the other way round, with the
+                # frame that raised it under it and no exception after that frame (case 794), the frame
+                # says where it was raised.
+                frame, after = self._frames_after(i + 1)
+                self._exception(i, raw, text, prefix_rank, exc, frame, severity="error", alone=True)
+                return after
             else:
                 self._line(i, raw, text, prefix_rank)
                 self._reboot(i, raw)
@@ -344,6 +364,23 @@ class _Scanner:
         if head := text[: header.start()].strip():
             self._line(i, raw, head, prefix_rank)
         return self._traceback(i, i + 1, ignored=ignored, prefix=text[: header.start()])
+
+    def _frames_after(self, first: int) -> tuple[str | None, int]:
+        """The frames right under an exception line, when they end with no exception of their own: the
+        path of the last one and the index after them; else (None, ``first``), the lines left to the scan."""
+        last: str | None = None
+        j = first
+        while (line := self.view.get(j)) is not None and j < first + _MAX_TRACEBACK:
+            text, _ = normalize(line)
+            frame = _FRAME.match(text)
+            if frame:
+                last = frame.group("path") or frame.group("ipython") or frame.group("rich")
+            elif last is None or _EXCEPTION.match(text) or _TRACEBACK.search(text):
+                return None, first  # no frame under it, or frames that lead to an exception of their own
+            elif not (text.startswith((" ", "\t")) or line.startswith((" ", "\t")) or _TRACEBACK_BODY.match(text)):
+                break
+            j += 1
+        return (last, j) if last is not None else (None, first)
 
     def _traceback(self, i: int, first: int, *, ignored: bool = False, strict: bool = False, prefix: str = "") -> int:
         """Follow the traceback that starts at line ``i`` (its frames from line ``first``) to its final
@@ -381,6 +418,8 @@ class _Scanner:
                     frame_of = caller if lookup and exc.group("type").endswith("AttributeError") else last_frame
                     if code is not None and _LOOP_LINE.match(code):
                         from_loader = True
+                    if frame_of is not None and _DISPATCH_FRAME.search(frame_of) and _DISPATCH_CODE.match(code or ""):
+                        frame_of = None  # cut after torch's dispatch to forward: the raising frame is not shown
                     self._exception(j, line, text, rank, exc, frame_of, loading, from_loader=from_loader)
                 return j + 1
             if after_frame and not _TRACEBACK_BODY.match(text):
@@ -422,6 +461,8 @@ class _Scanner:
     def _line(self, i: int, raw: str, text: str, rank: int | None, severity: str = "error") -> list[Candidate]:
         """Candidates from one line; ``severity`` is what its place says (a traceback's final exception
         is fatal), lowered to a warning when the line says it is one, raised by a rule that knows better."""
+        if self.failed_rank is None and (failed := _FAILED_LOCAL_RANK.search(text)):
+            self.failed_rank = int(failed.group(1) or failed.group(2))
         if severity == "error" and _WARNING_LEVEL.search(raw[:80]):
             severity = "warning"
         matched = self.rules.match_at(text)
@@ -467,8 +508,8 @@ class _Scanner:
             return
         if self._line(i, raw, text, rank, severity):
             return  # the message itself says what happened (CUDA error, NCCL error, OOM, ...)
-        if name in _CASCADE_EXCEPTIONS:
-            return
+        if name in _CASCADE_EXCEPTIONS or (name == "Exception" and not msg):
+            return  # someone else's failure; a bare Exception: with its message on the lines after (mp.spawn)
         # With no frame (or only one that re-raises), the type decides.
         in_framework = name in _FRAMEWORK_TYPES if frame is None else _FRAMEWORK_PATH.search(frame) is not None
         if in_framework and frame is not None and _application_bug(name, msg, frame):
@@ -672,6 +713,7 @@ def scan(sources: Iterable[LogSource], rules_dir: str | None = None) -> tuple[li
     found: list[Candidate] = []
     root_rank: int | None = None
     root_host: str | None = None
+    failed_rank: int | None = None
     for source in sources:
         scanner = _Scanner(source, rules)
         scanner.scan()
@@ -679,10 +721,11 @@ def scan(sources: Iterable[LogSource], rules_dir: str | None = None) -> tuple[li
         weigh = len(scanner.found) > 1 or (scanner.found and exit_candidate is not None)
         found += _weigh(scanner.found, scanner.total, scanner.progress, exit_candidate) if weigh else scanner.found
         root_rank = root_rank if root_rank is not None else scanner.root_rank
+        failed_rank = failed_rank if failed_rank is not None else scanner.failed_rank
         root_host = root_host or scanner.root_host
         if exit_candidate is not None:
             found.append(exit_candidate)
-    return found, root_rank, root_host
+    return found, root_rank if root_rank is not None else failed_rank, root_host
 
 
 def diagnose_rules(sources: list[LogSource], rules_dir: str | None = None) -> Diagnosis:
