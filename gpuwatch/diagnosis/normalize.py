@@ -12,8 +12,12 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # [00:00<?, ?iB/s]", case 613) is not part of a bar: the bar prefix never runs over it.
 _TQDM_BAR = re.compile(
     r"^(?:(?!Traceback \(most recent call)[^\n])*?"
-    r"\d+(?:\.\d+)?[kMGT]?(?:B|it)?/\d+(?:\.\d+)?[kMGT]?(?:B|it)? \[(?:\d+:)?\d+:\d+<[^\]]*\]"
+    r"\d+(?:\.\d+)?[kMGT]?(?:B|it)?/\d+(?:\.\d+)?[kMGT]?(?:B|it)? \[(?:\d+:)?\d+:\d+<(?P<stats>[^\]]*)\]"
 )
+# What a bar says after its remaining time and rate is the run's own postfix ("loss=nan, lr=1e-4"): a bar
+# with nothing glued after it reads as its postfix, so that a rule can see the metrics it shows (YOLO-NAS's
+# "PPYoloELoss/loss=nan", case 831); a message glued after a bar still reads alone.
+_BAR_POSTFIX = re.compile(r"^[^,]*,[^,]*,\s*(?P<postfix>.+)$")
 # syslog's "May  1 12:34:56 host kernel: ..." and journalctl's short-iso/precise forms: the host field.
 _SYSLOG_HOST = re.compile(
     r"^(?:[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)"
@@ -83,7 +87,11 @@ def normalize(line: str) -> tuple[str, int | None]:
         for pattern in _PREFIXES:
             m = pattern.match(text)
             if m and m.end() > 0:
-                text, changed = text[m.end() :], True
+                rest = text[m.end() :]
+                if pattern is _TQDM_BAR and not rest.strip():
+                    post = _BAR_POSTFIX.match(m.group("stats"))
+                    rest = post.group("postfix") if post else rest
+                text, changed = rest, True
         for pattern in _RANK_PREFIXES:
             m = pattern.match(text)
             if m:
