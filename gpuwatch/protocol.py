@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args
 
 from annotated_types import Ge, Le, MaxLen
@@ -147,6 +148,7 @@ class GpuSample(_Model):
 SERIES_KEYS = ("gpu", "uuid", "job", "rank")
 #: The fields of `GpuSample` that a `GpuSeries` carries as columns (``processes`` is the last sample's).
 SERIES_COLUMNS = tuple(name for name in GpuSample.model_fields if name not in (*SERIES_KEYS, "processes"))
+_series_columns = attrgetter(*SERIES_COLUMNS)  # a series' columns, in SERIES_COLUMNS' order
 
 
 class _SeriesKeys(_Model):
@@ -226,13 +228,16 @@ def series_periods(series: Any) -> list[float]:
 
 
 def series_length_errors(series: Sequence[Any]) -> list[tuple[int, str, str]]:
-    """(series index, column, why) for each column not as long as its series' ``ts``."""
+    """(series index, column, why) for each column not as long as its series' ``ts``. A series whose
+    columns all are (every one the server receives) costs one C call for its columns and one set."""
     out = []
     for n, s in enumerate(series):
-        for name in SERIES_COLUMNS:
-            column = getattr(s, name)
-            if column is not None and len(column) != len(s.ts):
-                out.append((n, name, f"{len(column)} values for {len(s.ts)} timestamps"))
+        size, columns = len(s.ts), _series_columns(s)
+        if {len(column) for column in columns if column is not None} <= {size}:
+            continue
+        for name, column in zip(SERIES_COLUMNS, columns, strict=True):
+            if column is not None and len(column) != size:
+                out.append((n, name, f"{len(column)} values for {size} timestamps"))
     return out
 
 
