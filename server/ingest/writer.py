@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import ValidationError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpuwatch.protocol import Batch
@@ -216,7 +217,7 @@ class BatchWriter:
             except ValidationError as exc:
                 item.error = exc
         try:
-            self._commit(valid)
+            self._commit_on_a_live_connection(valid)
         except Exception as exc:  # alone, the batch is at fault; in a group, each alone finds which
             if len(valid) == 1:
                 valid[0].error = exc
@@ -257,6 +258,18 @@ class BatchWriter:
         m.duplicates.labels("event").inc(sum(r.duplicate_events for r in results))
         if foreign := sum(len(r.foreign_jobs) for r in results):
             m.foreign_jobs.inc(foreign)
+
+    def _commit_on_a_live_connection(self, items: list[_Item]) -> None:
+        """`_commit`, and once more if the database had dropped the connection it used (a failover, an
+        idle timeout, an administrator): the pool pings only connections that sat idle (server/store/db.py),
+        so one dropped in steady use is met by a statement, and the pool has replaced it by now."""
+        try:
+            self._commit(items)
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise
+            log.warning("ingest writer: the database dropped the connection (%s); storing again on a new one", exc.orig)
+            self._commit(items)
 
     def _commit(self, items: list[_Item]) -> None:
         """Store ``items`` in one transaction (their rollups too, when they are written per batch)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
@@ -37,7 +37,9 @@ def make_engine(url: str, busy_timeout_ms: int = 5000) -> Engine:
     """An engine for ``url``; SQLite files get WAL mode, foreign keys and a bounded lock wait."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        engine = create_engine(url)
+        _ping_when_idle(engine)
+        return engine
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
     # A pool as large as the threads that may hold a connection at once (the request thread pool's 40,
@@ -60,6 +62,32 @@ def make_engine(url: str, busy_timeout_ms: int = 5000) -> Engine:
 
     _SQLITE_WRITERS[engine] = threading.RLock()
     return engine
+
+
+#: A pooled connection back in the pool longer than this is checked with a round trip before it is used.
+PING_IDLE_S = 1.0
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Check a pooled connection before use only if it sat idle `PING_IDLE_S` (SQLAlchemy's
+    ``pool_pre_ping`` checks every checkout: the ingest writer paid a round trip a group of batches for
+    it). One the server dropped meanwhile (a restart, an idle timeout) fails the ping and the pool
+    replaces it; one dropped while in steady use fails its statement instead, which the writer retries
+    batch by batch and the agent's spool retries after that."""
+
+    @event.listens_for(engine, "checkin")
+    def _returned(_dbapi_conn: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _taken(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.pop("idle_since", None)
+        if since is None or time.monotonic() - since < PING_IDLE_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except Exception as exc:  # the pool discards it and takes another (up to three tries)
+            raise DisconnectionError(f"a pooled connection idle {time.monotonic() - since:.0f} s is gone") from exc
 
 
 def wait_for_database(url: str, timeout_s: float, every_s: float = 1.0) -> None:
