@@ -260,3 +260,19 @@ def test_an_attribute_an_application_packages_object_never_had_is_the_scripts() 
     assert _diagnose(_OPEN3D_CFG_TB) == "script_error"
     in_torch = _OPEN3D_CFG_TB.replace("site-packages/open3d/_ml3d/torch/pipelines", "site-packages/torch/nn/modules")
     assert _diagnose(in_torch) == "framework_error"
+
+
+# ---------------------------------------------------------------- measured after the fixes (cases 881-882)
+
+# google-research/multinerf#139 (case 881): XLA's CUDA-graph command buffer fails after ~300 iterations;
+# a second reporter in the thread saw the capture's status instead.
+_MULTINERF_GRAPH = """
+  300/250000: loss=0.01398, psnr=22.087, lr=1.99e-03 | data=0.01251, dist=5.1e-05, 15791 r/s
+INTERNAL: Failed to execute XLA Runtime executable: run time error: custom call 'xla.gpu.graph.launch' failed: Failed to update gpu graph: Graph update result=kNodeTypeChanged: Failed to update CUDA graph: CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE: the graph update was not performed because it included changes which violated constraints specific to instantiated graph update; current profiling annotation: XlaModule:#hlo_module=pmap_train_step,program_id=237#.
+"""
+_MULTINERF_CAPTURE = "ValueError: INTERNAL: Failed to execute XLA Runtime executable: run time error: custom call 'xla.gpu.graph.launch' failed: CaptureGpuGraph failed (the requested functionality is not supported; current tracing scope: custom-call.119): INTERNAL: Failed to end stream capture: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: operation failed due to a previous error during capture; current profiling annotation: XlaModule:#hlo_module=jit_body_fn,program_id=214#."
+
+
+@pytest.mark.parametrize("text", [_MULTINERF_GRAPH, _MULTINERF_CAPTURE])
+def test_a_cuda_graphs_driver_status_is_a_cuda_error(text: str) -> None:
+    assert _diagnose(text) == "cuda_error"
