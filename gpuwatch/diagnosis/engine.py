@@ -64,6 +64,19 @@ _EXCEPTION = re.compile(
 )
 # A framework's package also when it runs from its source tree (a container's /t5x/t5x/train.py, a clone's
 # fairseq/, nemo/): training frameworks that are commonly run that way.
+# An exception written as its repr, alone on a line: Hydra's "Error in call to target 'X':" puts the
+# exception it caught on the next line that way (TypeError("... got an unexpected keyword argument 'x'"),
+# case 858), and so do loggers handed ``repr(e)``. Read as "Type: message".
+_EXCEPTION_REPR = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception))\((?P<q>[\"'])(?P<msg>.*)(?P=q),?\)$")
+# Hydra's _locate, which resolves a config's _target_ by importing it piece by piece: an AttributeError or
+# ImportError raised there is a target module that did not import (the chained exception of its "Error
+# locating target", case 878, whose last line the excerpt may not hold).
+_LOCATE_FRAME = re.compile(r"hydra[\\/]_internal[\\/]utils\.py\", line \d+, in _locate\b")
+_LOCATE_EXCEPTIONS = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError"})
+# A script's own check on the number of GPUs torch sees ("assert num_gpu <= torch.cuda.device_count()",
+# ByteTrack, case 867): a bare AssertionError there says the launch asked for more GPUs than the node
+# shows, as "invalid device ordinal" does.
+_GPU_COUNT_ASSERT = re.compile(r"^assert\b.*\b(?:device_count|gpu_count|num_gpus)\(\)")
 _FRAMEWORK_PATH = re.compile(
     r"site-packages|dist-packages|/torch/|/deepspeed/|/megatron/|/transformers/|/apex/|/sglang/srt/|/vllm/"
     r"|/(?:t5x|paxml|praxis|flax|fairseq2?|nemo|detectron2|mmcv|mmengine|colossalai|fairscale|torchtitan|torchtune)/"
@@ -114,6 +127,8 @@ _NONE_MISUSE = re.compile(
     r"cannot unpack non-iterable NoneType object|^'NoneType' object (?:is not (?:subscriptable|iterable|callable)"
     r"|has no attribute |does not support item assignment)|^object of type 'NoneType' has no len\(\)"
     r"|^argument of type 'NoneType' is not iterable"
+    # an attribute the object never had (Open3D-ML's pipeline without the cfg_tb its examples set, case 873)
+    r"|^'[\w.]+' object has no attribute '\w+'$"
     r"|^unsupported operand type\(s\) for .+: '(?:NoneType' and|.+' and 'NoneType')"
 )
 _INSTALLED_PACKAGE = re.compile(r"(?:site|dist)-packages/(?P<pkg>[A-Za-z_]\w*)")
@@ -265,6 +280,11 @@ def _compiled(user_dir: str | None, _state: tuple[tuple[str, int, int], ...]) ->
             "error:",
             "exception:",
             "assertionerror",
+            # an exception written as its repr (_EXCEPTION_REPR)
+            'error("',
+            "error('",
+            'exception("',
+            "exception('",
             # the first lines of a boot (_BOOT)
             "linux version",
             "boot_image=",
@@ -343,6 +363,9 @@ class _Scanner:
             if _FRAME.match(text):  # frames whose header was cut off (a pasted excerpt, a rank's tail)
                 return self._traceback(i, i, strict=True)
             exc = _EXCEPTION.match(text)
+            if exc is None and (as_repr := _EXCEPTION_REPR.match(text)):
+                text = f"{as_repr.group('type')}: {as_repr.group('msg')}"
+                exc = _EXCEPTION.match(text)
             if exc and _python_type(exc.group("type")):
                 # An exception line with no traceback before it: its type and message still speak, but
                 # what printed it may have gone on (a handler that logs it): a warning, which a later
@@ -394,6 +417,7 @@ class _Scanner:
         lookup = False  # the last frame is a framework's attribute-lookup hook
         loading = False  # a frame of checkpoint loading was passed
         from_loader = False  # a frame of the DataLoader's machinery was passed
+        locating = False  # the last frame is Hydra's _locate
         code: str | None = None  # the source line under the last frame
         after_frame = False
         for j in range(first, i + _MAX_TRACEBACK):
@@ -410,11 +434,17 @@ class _Scanner:
                 lookup = _LOOKUP_FRAME.search(text) is not None
                 loading = loading or _CHECKPOINT_FRAME.search(text) is not None
                 from_loader = from_loader or _LOADER_FRAME.search(text) is not None
+                locating = _LOCATE_FRAME.search(text) is not None
                 code, after_frame = None, True
                 continue
             exc = _EXCEPTION.match(text)
             if exc:
-                if not ignored:
+                name = exc.group("type").rsplit(".", 1)[-1]
+                if not ignored and locating and name in _LOCATE_EXCEPTIONS:
+                    self._add(j, line, rank, "import_error", "root", 0.8, 59, "hydra-locate-target", "fatal")
+                elif not ignored and name == "AssertionError" and _GPU_COUNT_ASSERT.match(code or ""):
+                    self._add(j, line, rank, "argument_error", "root", 0.75, 60, "assert-gpu-count", "fatal")
+                elif not ignored:
                     frame_of = caller if lookup and exc.group("type").endswith("AttributeError") else last_frame
                     if code is not None and _LOOP_LINE.match(code):
                         from_loader = True
