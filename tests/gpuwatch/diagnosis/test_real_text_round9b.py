@@ -10,6 +10,8 @@ be made up."""
 
 from __future__ import annotations
 
+import pytest
+
 from gpuwatch.diagnosis.engine import diagnose_rules
 from gpuwatch.diagnosis.model import LogSource
 
@@ -80,3 +82,63 @@ def test_an_ipython8_frame_says_where_an_exception_was_raised() -> None:
 
 def test_a_snapshot_that_does_not_fit_chainers_serializer_is_the_checkpoints() -> None:
     assert _diagnose(_CHAINER_RESUME) == "checkpoint_load_error"
+
+
+# ---------------------------------------------------------------- native libraries in their own words
+
+
+# catboost/catboost#1024, #300, #432, #2894 (cases 902, 905, 906, 908); google/meridian#149 (case 888);
+# lightgbm-org/LightGBM#4946 (case 916): the library's C++ code stopped, whatever Python class carries it.
+@pytest.mark.parametrize(
+    "line",
+    [
+        "_catboost.CatBoostError: catboost/cuda/gpu_data/compressed_index_builder.h:116: Error: can't proceed some features",
+        "_catboost.CatboostError: std::bad_cast",
+        "CatBoostError: catboost/cuda/cuda_lib/cuda_manager.cpp:199: Condition violated: `State == nullptr'",
+        "CatBoostError: catboost/cuda/gpu_data/compressed_index_builder.h:142: Error: can't proceed some features",
+        "tensorflow.python.framework.errors_impl.InternalError: RET_CHECK failure (external/local_xla/xla/service/gpu/gemm_rewriter_triton.cc:1269) fusion_inputs.size() - operand_count_before <= TritonFusionAnalysis::kMaxParameterPerScope  [Op:__inference__xla_windowed_adaptive_nuts_93438]",
+        "[LightGBM] [Fatal] Check failed: (best_split_info.left_count) > (0) at LightGBM/src/treelearner/serial_tree_learner.app, line 686",
+    ],
+)
+def test_a_native_librarys_own_error_is_the_frameworks(line: str) -> None:
+    text = f"""
+Traceback (most recent call last):
+  File "fit_gpu.py", line 47, in <module>
+    model.fit(X_train, y_train)
+  File "_catboost.pyx", line 862, in _catboost._CatBoost._train
+{line}
+"""
+    assert _diagnose(text) == "framework_error"
+    assert _diagnose(line) == "framework_error"  # a report's last line alone
+
+
+def test_a_native_location_leaves_a_known_cause_to_its_rule() -> None:
+    # a CUDA error, an allocation failure or a cuSPARSE status behind a source location keeps its reason
+    assert (
+        _diagnose("RuntimeError: /opt/src/kernels/gather.cu:88: CUDA error: an illegal memory access was encountered")
+        == "cuda_error"
+    )
+    assert _diagnose("RuntimeError: /opt/src/alloc.cpp:41: CUDA out of memory. Tried to allocate 2.00 GiB") == "gpu_oom"
+    # dmlc/dgl#1125 (case 895): a failed check on cuSPARSE's status is the CUDA library's error
+    assert (
+        _diagnose(
+            "dgl._ffi.base.DGLError: [15:28:59] /home/byli/dgl/src/kernel/cuda/binary_reduce_sum.cu:107: Check failed: e == CUSPARSE_STATUS_SUCCESS: CUSPARSE ERROR"
+        )
+        == "cuda_error"
+    )
+
+
+# PaddlePaddle/ERNIE#94 (case 920): glog's failure-signal handler for a SIGFPE in Paddle v2's GPU code.
+_PADDLE_SIGFPE = """
+I0413 02:31:41.502923  6739 TrainerInternal.cpp:165]  Batch=48599 samples=3110336 AvgCost=0.726715 CurrentCost=6.82351 Eval: error=0.0763677  CurrentEval: error=0.46875
+*** Aborted at 1555093901 (unix time) try "date -d @1555093901" if you are using GNU date ***
+PC: @                0x0 (unknown)
+*** SIGFPE (@0x8d4166) received by PID 6739 (TID 0x7f7805a54700) from PID 9257318; stack trace: ***
+    @     0x7f7842117a30 (unknown)
+    @           0x8d4166 paddle::GpuVectorT<>::getAbsMax()
+    @           0x9db033 paddle::Parameter::incUpdate()
+"""
+
+
+def test_glogs_handler_for_other_signals_is_a_reported_crash() -> None:
+    assert _diagnose(_PADDLE_SIGFPE) == "framework_error"
