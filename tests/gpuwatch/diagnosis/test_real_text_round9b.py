@@ -142,3 +142,61 @@ PC: @                0x0 (unknown)
 
 def test_glogs_handler_for_other_signals_is_a_reported_crash() -> None:
     assert _diagnose(_PADDLE_SIGFPE) == "framework_error"
+
+
+# ---------------------------------------------------------------- no GPU to use
+
+# catboost/catboost#230 (case 904), Azure/fast_retraining#69 (case 913), googlecolab/colabtools#946
+# (case 912, Colab's runtime log, newest line first).
+_COLAB_NO_DEVICE = """
+Timestamp	Level	Message
+Jan 12, 2020, 3:46:13 PM	WARNING	WARNING:root:kernel 351e3411-a04c-4198-96df-0cf7e3106605 restarted
+Jan 12, 2020, 3:46:13 PM	INFO	KernelRestarter: restarting kernel (1/5), keep random ports
+Jan 12, 2020, 3:46:13 PM	WARNING	2020-01-12 14:46:13.355670: F tensorflow/stream_executor/lib/statusor.cc:34] Attempting to fetch value instead of handling error Not found: no CUDA devices found
+Jan 12, 2020, 3:46:01 PM	WARNING	2020-01-12 14:46:01.537574: I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:156] kernel driver does not appear to be running on this host (cfafab0770c5): /proc/driver/nvidia/version does not exist
+Jan 12, 2020, 3:46:01 PM	WARNING	2020-01-12 14:46:01.536588: E tensorflow/stream_executor/cuda/cuda_driver.cc:318] failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected
+"""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "_catboost.CatboostError: catboost/libs/train_lib/train_model.cpp:738: GPU Device not found.",
+        "LightGBMError: b'GPU Tree Learner was not enabled in this build. Recompile with CMake option -DUSE_GPU=1'",
+        "RuntimeError: CUDA error: no CUDA-capable device is detected",
+        _COLAB_NO_DEVICE,
+    ],
+)
+def test_no_gpu_to_use_is_an_installation(text: str) -> None:
+    assert _diagnose(text) == "import_error"
+
+
+def test_a_gpu_that_fell_off_the_bus_outranks_no_device() -> None:
+    text = """
+[ 8823.118271] NVRM: Xid (PCI:0000:3b:00): 79, pid=4122, GPU has fallen off the bus.
+RuntimeError: CUDA error: no CUDA-capable device is detected
+"""
+    assert _diagnose(text) == "gpu_hardware"
+
+
+# ---------------------------------------------------------------- a setting the library refuses
+
+
+# dmlc/xgboost#2442 (case 899): inside glog's check, the library names the parameter to change;
+# unit8co/darts#801 (case 909): Python's Enum refusing a configuration value;
+# catboost/catboost#363 (case 907): cross-validation that only runs on the CPU.
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[07:25:16] /home/ubuntu/dwnl/xgboost/dmlc-core/include/dmlc/././logging.h:300: [07:25:16] /home/ubuntu/dwnl/xgboost/plugin/updater_gpu/src/gpu_hist_builder.cu:582: Check failed: fmat.SingleColBlock() grow_gpu_hist: must have single column block. Try setting 'tree_method' parameter to 'exact'",
+        "ValueError: 'cuda' is not a valid DistributedType",
+        "CatboostError: except learn on CPU task type, got GPU",
+    ],
+)
+def test_a_setting_the_library_refuses_is_the_launchs(line: str) -> None:
+    assert _diagnose(line) == "argument_error"
+
+
+def test_an_enum_word_inside_a_longer_message_is_not_a_refused_setting() -> None:
+    # only Enum's own sentence, the whole message, reads as a refused value
+    assert _diagnose("ValueError: input 'x' is not a valid Tensor shape for this layer: got (3, 4)") == "script_error"
