@@ -200,3 +200,60 @@ def test_a_setting_the_library_refuses_is_the_launchs(line: str) -> None:
 def test_an_enum_word_inside_a_longer_message_is_not_a_refused_setting() -> None:
     # only Enum's own sentence, the whole message, reads as a refused value
     assert _diagnose("ValueError: input 'x' is not a valid Tensor shape for this layer: got (3, 4)") == "script_error"
+
+
+# ---------------------------------------------------------------- input pipelines, memory and paths
+
+# talmolab/sleap#480 (case 911): a ValueError raised in a Python function inside the tf.data pipeline.
+_SLEAP_PYFUNC = """
+Epoch 1/200
+tensorflow.python.framework.errors_impl.InvalidArgumentError: 2 root error(s) found.
+  (0) Invalid argument:  ValueError: need at least one array to stack
+Traceback (most recent call last):
+
+  File "d:\\anaconda\\envs\\sleap\\lib\\site-packages\\tensorflow\\python\\ops\\script_ops.py", line 242, in __call__
+    return func(device, token, args)
+
+  File "D:\\Anaconda\\envs\\sleap\\lib\\site-packages\\sleap\\nn\\data\\augmentation.py", line 249, in py_augment
+    aug_instances = np.stack(aug_instances, axis=0)
+
+  File "D:\\Anaconda\\envs\\sleap\\lib\\site-packages\\numpy\\core\\shape_base.py", line 422, in stack
+    raise ValueError('need at least one array to stack')
+
+ValueError: need at least one array to stack
+
+
+\t [[{{node EagerPyFunc}}]]
+\t [[IteratorGetNext]]
+\t [[IteratorGetNext/_2]]
+0 successful operations.
+"""
+
+# NVIDIA-Merlin/HugeCTR#39 (case 885): every reader thread reports the dataset's header, lines interleaved.
+_HUGECTR_HEADER = """
+[21d09h02m30s][HUGECTR][INFO]: num_internal_buffers 1
+[HCDEBUG][ERROR] DataHeaderError /hugectr/HugeCTR/include/data_readers/data_reader_worker.hpp:58
+[HCDEBUG][ERROR] DataHeaderError /hugectr/HugeCTR/include/data_readers/data_reader_worker.hpp:58DataHeaderError
+/hugectr/HugeCTR/include/data_readers/data_reader_worker.hpp[HCDEBUG][ERROR] DataHeaderError /hugectr/HugeCTR/include/data_readers/data_reader_worker.hpp /hugectr/HugeCTR/include/data_readers/data_reader_worker.hpp:58
+"""
+
+
+def test_input_pipelines_in_their_own_words_are_the_data_loaders() -> None:
+    assert _diagnose(_SLEAP_PYFUNC) == "dataloader_error"
+    assert _diagnose(_HUGECTR_HEADER) == "dataloader_error"
+
+
+def test_the_mps_allocator_refusing_a_buffer_is_the_devices_memory() -> None:
+    # Nixtla/neuralforecast#1297 (case 889): Lightning on a Mac's GPU (mps)
+    text = """
+GPU available: True (mps), used: True
+Epoch 0:   0%|          | 0/1 [00:00<?, ?it/s]
+RuntimeError: Invalid buffer size: 17.62 GB
+"""
+    assert _diagnose(text) == "gpu_oom"
+
+
+def test_a_path_a_cxx_program_cannot_open_is_the_paths() -> None:
+    # catboost/catboost#161 (case 903): the OS's reason printed in the wrong code page
+    line = '(class TFileError) (╤шёЄхьх эх єфрхЄё  эрщЄш єърчрээ√щ яєЄ№.) st/util/system/file.cpp:613: can\'t open "/tmp/cat_feature_index.80757456-e083f953-24561154-2.tmp" with mode CreateAlways|WrOnly|Seq (0x00000034)'
+    assert _diagnose(line) == "file_not_found"
