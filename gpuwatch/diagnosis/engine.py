@@ -43,11 +43,13 @@ CONFIDENT = 0.7
 MAX_EVIDENCE = 6
 _MAX_TRACEBACK = 400  # lines a traceback is followed for, looking for its final exception
 
-# A traceback frame as Python writes it ('File "x.py", line 3'), as IPython does ("/x.py in f(...)") and
-# as rich draws it ("│ /x.py:3 in f │").
+# A traceback frame as Python writes it ('File "x.py", line 3'), as IPython does ("/x.py in f(...)"), as
+# IPython 8 does ("File /x.py:207, in f(...)", "File _catboost.pyx:4478, in ...", a Windows path too: the
+# keras frame of case 883) and as rich draws it ("│ /x.py:3 in f │").
 _FRAME = re.compile(
     r'^\s*(?:File "|(?=/))(?P<path>[^"]+)", line \d+'
     r"|^(?P<ipython>/\S+\.py) in [\w<>]+\("
+    r"|^File (?P<ipy8>[^\s,<][^,]*?\.py[xi]?):\d+, in [\w<>.]+"
     r"|^│\s*(?P<rich>~?/?[\w.~/-]+\.py):\d+"
 )
 # Python's header, and Sacred's for the traceback it shortens ("most recent calls WITHOUT Sacred internals").
@@ -62,6 +64,13 @@ _EXCEPTION = re.compile(
     r"|MethodNotImplemented|BadGateway|ServiceUnavailable|GatewayTimeout|DeadlineExceeded)(?=: [1-5]\d\d\b))"
     r"(?::\s?(?P<msg>.*))?$"
 )
+
+
+def _frame_path(frame: re.Match[str]) -> str:
+    """The path a frame names, whichever way it was written."""
+    return frame.group("path") or frame.group("ipython") or frame.group("ipy8") or frame.group("rich")
+
+
 # A framework's package also when it runs from its source tree (a container's /t5x/t5x/train.py, a clone's
 # fairseq/, nemo/): training frameworks that are commonly run that way.
 # An exception written as its repr, alone on a line: Hydra's "Error in call to target 'X':" puts the
@@ -82,12 +91,14 @@ _FRAMEWORK_PATH = re.compile(
     r"|/(?:t5x|paxml|praxis|flax|fairseq2?|nemo|detectron2|mmcv|mmengine|colossalai|fairscale|torchtitan|torchtune)/"
 )
 # A frame of a framework's checkpoint loading (Lightning's load_from_checkpoint and checkpoint connector,
-# torch's load_state_dict, mmcv's load_checkpoint): an exception that says only its type (a KeyError for
-# an entry the file lacks) raised there is the checkpoint's, not the script's.
+# torch's load_state_dict, mmcv's load_checkpoint, Keras' load_weights, Chainer's serializers: load_npz
+# resuming a trainer whose snapshot does not fit the run, case 897): an exception that says only its type
+# (a KeyError for an entry the file lacks) or a shape it could not fit raised there is the checkpoint's,
+# not the script's.
 _CHECKPOINT_FRAME = re.compile(
     r"\bin _?(?:load_from_checkpoint|load_model_state|load_state_dict|load_checkpoint|restore_training_state"
     r"|restore_model|restore_optimizers_and_schedulers|resume_from_checkpoint|load_state_dict_(?:pre|post)_hook"
-    r"|load_from_state_dict)\b|checkpoint_connector\.py"
+    r"|load_from_state_dict|load_npz|load_hdf5|load_weights)\b|checkpoint_connector\.py|/chainer/serializers/"
 )
 # A framework's attribute-lookup hook (torch's Module.__getattr__): an AttributeError it raises answers the
 # caller's lookup (`model.module` on a model DDP never wrapped), so the frame before it decides.
@@ -397,7 +408,7 @@ class _Scanner:
             text, _ = normalize(line)
             frame = _FRAME.match(text)
             if frame:
-                last = frame.group("path") or frame.group("ipython") or frame.group("rich")
+                last = _frame_path(frame)
             elif last is None or _EXCEPTION.match(text) or _TRACEBACK.search(text):
                 return None, first  # no frame under it, or frames that lead to an exception of their own
             elif not (text.startswith((" ", "\t")) or line.startswith((" ", "\t")) or _TRACEBACK_BODY.match(text)):
@@ -428,7 +439,7 @@ class _Scanner:
             text = strip(text)
             frame = _FRAME.match(text)
             if frame:
-                caller, last_frame = last_frame, frame.group("path") or frame.group("ipython") or frame.group("rich")
+                caller, last_frame = last_frame, _frame_path(frame)
                 if _RERAISE_FRAME.search(text):
                     last_frame = None
                 lookup = _LOOKUP_FRAME.search(text) is not None
