@@ -52,6 +52,10 @@ def test_real_text_cases_name_their_source_and_their_first_sight() -> None:
     real = [(name, meta) for name, meta, _ in run_corpus() if "format" in meta]
     assert len(real) >= 300
     assert len({meta["source"] for _, meta in real}) >= 100
+    # One case a report: a report written up twice (two helpers' searches finding it, or a round meeting a
+    # report already in the corpus) would count its text's first sight twice, the second time known.
+    twice = {s: n for s, n in Counter(meta["source"] for _, meta in real).items() if n > 1}
+    assert not twice, f"reports written up more than once: {twice}"
     for name, meta in real:
         assert meta["first_sight"] in REASONS, name
         assert len(meta["first_sight_commit"]) >= 7, name
