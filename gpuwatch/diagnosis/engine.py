@@ -89,6 +89,9 @@ _GPU_COUNT_ASSERT = re.compile(r"^assert\b.*\b(?:device_count|gpu_count|num_gpus
 _FRAMEWORK_PATH = re.compile(
     r"site-packages|dist-packages|/torch/|/deepspeed/|/megatron/|/transformers/|/apex/|/sglang/srt/|/vllm/"
     r"|/(?:t5x|paxml|praxis|flax|fairseq2?|nemo|detectron2|mmcv|mmengine|colossalai|fairscale|torchtitan|torchtune)/"
+    # Megatron's derivatives run from a checkout, not installed: Pai-Megatron-Patch's megatron_patch (its
+    # Mistral model with pipeline stages that get no embeddings, case 975)
+    r"|/megatron_patch/"
 )
 # A frame of a framework's checkpoint loading (Lightning's load_from_checkpoint and checkpoint connector,
 # torch's load_state_dict, mmcv's load_checkpoint, Keras' load_weights, Chainer's serializers: load_npz
@@ -151,7 +154,7 @@ _FRAMEWORK_PACKAGE = re.compile(
     r"|horovod|ray|dgl|numpy|scipy|onnxruntime|tensorrt"
     # LLM training and fine-tuning frameworks installed as packages (EasyDeL's trainer, case 778)
     r"|easydel|llamafactory|llmtuner|swift|xtuner|lmflow|openrlhf|verl|axolotl|nemo_aligner|nemo_rl|trlx|litgpt"
-    r"|lit_gpt|torchtune|torchtitan|composer|llmfoundry|levanter|maxtext|nanotron|modelscope|sat|fastchat|deepspeed_chat"
+    r"|lit_gpt|torchtune|torchtitan|composer|llmfoundry|levanter|maxtext|nanotron|modelscope|sat|fastchat|deepspeed_chat|megatron_patch"
 )
 
 
