@@ -147,7 +147,9 @@ _RAN_DRY = re.compile(r"generator raised StopIteration")
 # labml_nn's trainer, stylegan2_pytorch's cli.py, cases 709 and 724), the bug is the application's, code
 # the user runs rather than a framework it runs on: the taxonomy files it with the script's. A framework's
 # own exceptions (its ValueError, its RuntimeError) are still judged by where they were raised.
-_CODE_BUG_TYPES = frozenset({"NameError", "UnboundLocalError"})
+# Round 10A: a division by zero too (diffwave's learner dividing by the length of an empty dataset, case
+# 952).
+_CODE_BUG_TYPES = frozenset({"NameError", "UnboundLocalError", "ZeroDivisionError"})
 _NONE_MISUSE = re.compile(
     r"cannot unpack non-iterable NoneType object|^'NoneType' object (?:is not (?:subscriptable|iterable|callable)"
     r"|has no attribute |does not support item assignment)|^object of type 'NoneType' has no len\(\)"

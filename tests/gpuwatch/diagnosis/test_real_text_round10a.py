@@ -201,3 +201,49 @@ def test_an_assertion_on_the_launch_options_is_an_argument_error() -> None:
     # an assertion on anything else in the same place is still the script's
     other = _WEBUI_LOWVRAM.replace("not shared.cmd_opts.lowvram", "len(embeddings) > 0")
     assert _diagnose(other) == "script_error"
+
+
+# ---------------------------------------------------------------- the closing cases (952-955)
+
+# lmnt-com/diffwave#7 (case 952): diffwave's own learner divides by the length of an empty dataset; the
+# package is an application's, not a framework's.
+_DIFFWAVE_ZERO_DIVISION = """
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.6/dist-packages/diffwave/learner.py", line 163, in _train_impl
+    learner.train(max_steps=args.max_steps)
+  File "/usr/local/lib/python3.6/dist-packages/diffwave/learner.py", line 104, in train
+    for features in tqdm(self.dataset, desc=f'Epoch {self.step // len(self.dataset)}') if self.is_master else self.dataset:
+ZeroDivisionError: integer division or modulo by zero
+"""
+
+
+def test_a_division_by_zero_in_an_application_package_is_the_scripts() -> None:
+    assert _diagnose(_DIFFWAVE_ZERO_DIVISION) == "script_error"
+    # raised in a framework's own code, it is still the framework's
+    in_torch = _DIFFWAVE_ZERO_DIVISION.replace(
+        "dist-packages/diffwave/learner.py", "dist-packages/torch/optim/lr_scheduler.py"
+    )
+    assert _diagnose(in_torch) == "framework_error"
+
+
+# facebookresearch/audiocraft#477 (case 955): dora grid compares configs whose mandatory value was never
+# set; the traceback comes back quoted from a process pool.
+_DORA_MISSING_MANDATORY = '''
+concurrent.futures.process._RemoteTraceback:
+"""
+Traceback (most recent call last):
+  File "/home/user/miniconda/envs/audiocraft/lib/python3.9/site-packages/dora/hydra.py", line 67, in _compare_config
+    ref_value = ref[key]
+omegaconf.errors.MissingMandatoryValue: Missing mandatory value: channels
+    full_key: channels
+    object_type=dict
+"""
+'''
+
+
+def test_a_mandatory_config_value_never_set_is_an_argument_error() -> None:
+    assert _diagnose(_DORA_MISSING_MANDATORY) == "argument_error"
+    assert (
+        _diagnose("omegaconf.errors.MissingMandatoryValue: Missing mandatory value: model.encoder.dim")
+        == "argument_error"
+    )
