@@ -141,6 +141,11 @@ RuntimeError: Failed to load checkpoint
 def test_a_checkpoint_that_failed_to_load_in_its_loaders_words() -> None:
     assert _diagnose(_SOVITS_FAILED_CHECKPOINT) == "checkpoint_load_error"
     assert _diagnose("ValueError: Unable to load the checkpoint at ./ckpt/last.ckpt") == "checkpoint_load_error"
+    # a checkpoint that is not there is the missing path's
+    assert (
+        _diagnose("ERROR: Failed to load checkpoint: [Errno 2] No such file or directory: 'ckpt/last.pth'")
+        == "file_not_found"
+    )
     # a sharded model's loading bar is not a failure
     assert _diagnose("Loading checkpoint shards: 100%|██████████| 2/2 [00:26<00:00, 13.03s/it]") == "unknown"
     assert _diagnose("Could not load checkpoint shards index, falling back") == "unknown"
