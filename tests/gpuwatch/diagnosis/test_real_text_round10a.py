@@ -177,6 +177,10 @@ ERROR:root:Failed to execute the training process: The shape of the mask [0] at 
 def test_torchs_indexing_errors_in_its_words_are_the_scripts() -> None:
     assert _diagnose(_HALLO_MASK) == "script_error"
     assert _diagnose("IndexError: too many indices for tensor of dimension 2") == "script_error"
+    assert (
+        _diagnose("IndexError: too many indices for array: array is 1-dimensional, but 2 were indexed")
+        == "script_error"
+    )
     assert _diagnose("IndexError: index 5 is out of bounds for dimension 0 with size 5") == "script_error"
     # the CUDA kernel's index assertion stays the device-side assert's
     assert (
