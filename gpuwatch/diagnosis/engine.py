@@ -86,6 +86,10 @@ _LOCATE_EXCEPTIONS = frozenset({"AttributeError", "ImportError", "ModuleNotFound
 # ByteTrack, case 867): a bare AssertionError there says the launch asked for more GPUs than the node
 # shows, as "invalid device ordinal" does.
 _GPU_COUNT_ASSERT = re.compile(r"^assert\b.*\b(?:device_count|gpu_count|num_gpus)\(\)")
+# A program's assertion on the options it was launched with (the Stable Diffusion web UI's "assert not
+# shared.cmd_opts.lowvram, 'Training models with lowvram not possible'", case 925): the launch asked for what
+# the program refuses, as a trainer refusing the GPUs it was given does (case 613).
+_LAUNCH_OPTION_ASSERT = re.compile(r"^assert\b.*\b(?:cmd_opts|cmdline_opts|cli_opts|cli_args|command_line_args)\.\w+")
 _FRAMEWORK_PATH = re.compile(
     r"site-packages|dist-packages|/torch/|/deepspeed/|/megatron/|/transformers/|/apex/|/sglang/srt/|/vllm/"
     r"|/(?:t5x|paxml|praxis|flax|fairseq2?|nemo|detectron2|mmcv|mmengine|colossalai|fairscale|torchtitan|torchtune)/"
@@ -109,7 +113,16 @@ _LOOKUP_FRAME = re.compile(r", in __getattr(?:ibute)?__\s*$")
 _CHECKPOINT_EXCEPTIONS = frozenset({"KeyError", "RuntimeError", "ValueError", "EOFError", "AssertionError"})
 # A frame that only re-raises what a replica raised (DataParallel's parallel_apply, torch's reraise): it
 # says nothing of where the exception came from, so the exception is judged as one with no frame.
-_RERAISE_FRAME = re.compile(r"/parallel_apply\.py\b|/torch/_utils\.py\", line \d+, in reraise")
+_RERAISE_FRAME = re.compile(r"[\\/]parallel_apply\.py\b|[\\/]torch[\\/]_utils\.py\", line \d+, in reraise")
+# The DataLoader's main-process iterator handing on what a worker raised (_process_data re-raises the
+# worker's ExceptionWrapper): the exception is the worker's, though torch's "Caught X in DataLoader worker
+# process N" line may be missing (an exception whose str() failed: "soundfile.LibsndfileError: <exception
+# str() failed>", Bert-VITS2, case 946). Missing paths, permissions and connections stay their own reasons,
+# as the dataloader rule leaves them.
+_WORKER_RERAISE = re.compile(r"[\\/]torch[\\/]utils[\\/]data[\\/]dataloader\.py\", line \d+, in _process_data\b")
+_WORKER_OWN_REASONS = frozenset(
+    {"FileNotFoundError", "PermissionError", "ConnectionError", "ConnectionResetError", "ConnectionRefusedError"}
+)
 # torch's module call, which only dispatches to the module's forward: a traceback whose last frame is this
 # call ("return forward_call(*args, **kwargs)") was cut before the frame that raised (a report's excerpt,
 # case 786), so it says nothing of where the exception came from.
@@ -124,7 +137,8 @@ _LOOP_LINE = re.compile(r"^(?:async )?for .+ in .+:$")
 # The DataLoader's own machinery in a frame: its iterator, and the file descriptors its workers pass
 # tensors through (multiprocessing's resource_sharer, torch's rebuild_storage_fd).
 _LOADER_FRAME = re.compile(
-    r"/torch/utils/data/|/multiprocessing/resource_sharer\.py|/torch/multiprocessing/reductions\.py"
+    r"[\\/]torch[\\/]utils[\\/]data[\\/]|[\\/]multiprocessing[\\/]resource_sharer\.py"
+    r"|[\\/]torch[\\/]multiprocessing[\\/]reductions\.py"
 )
 # What an iterator that failed raises at the loop: its peer (a worker) gone, or a generator run dry.
 _LOADER_EXCEPTIONS = frozenset(
@@ -136,7 +150,9 @@ _RAN_DRY = re.compile(r"generator raised StopIteration")
 # labml_nn's trainer, stylegan2_pytorch's cli.py, cases 709 and 724), the bug is the application's, code
 # the user runs rather than a framework it runs on: the taxonomy files it with the script's. A framework's
 # own exceptions (its ValueError, its RuntimeError) are still judged by where they were raised.
-_CODE_BUG_TYPES = frozenset({"NameError", "UnboundLocalError"})
+# Round 10A: a division by zero too (diffwave's learner dividing by the length of an empty dataset, case
+# 952).
+_CODE_BUG_TYPES = frozenset({"NameError", "UnboundLocalError", "ZeroDivisionError"})
 _NONE_MISUSE = re.compile(
     r"cannot unpack non-iterable NoneType object|^'NoneType' object (?:is not (?:subscriptable|iterable|callable)"
     r"|has no attribute |does not support item assignment)|^object of type 'NoneType' has no len\(\)"
@@ -431,6 +447,7 @@ class _Scanner:
         lookup = False  # the last frame is a framework's attribute-lookup hook
         loading = False  # a frame of checkpoint loading was passed
         from_loader = False  # a frame of the DataLoader's machinery was passed
+        from_worker = False  # the DataLoader re-raised a worker's exception
         locating = False  # the last frame is Hydra's _locate
         code: str | None = None  # the source line under the last frame
         after_frame = False
@@ -448,6 +465,7 @@ class _Scanner:
                 lookup = _LOOKUP_FRAME.search(text) is not None
                 loading = loading or _CHECKPOINT_FRAME.search(text) is not None
                 from_loader = from_loader or _LOADER_FRAME.search(text) is not None
+                from_worker = from_worker or _WORKER_RERAISE.search(text) is not None
                 locating = _LOCATE_FRAME.search(text) is not None
                 code, after_frame = None, True
                 continue
@@ -458,13 +476,17 @@ class _Scanner:
                     self._add(j, line, rank, "import_error", "root", 0.8, 59, "hydra-locate-target", "fatal")
                 elif not ignored and name == "AssertionError" and _GPU_COUNT_ASSERT.match(code or ""):
                     self._add(j, line, rank, "argument_error", "root", 0.75, 60, "assert-gpu-count", "fatal")
+                elif not ignored and name == "AssertionError" and _LAUNCH_OPTION_ASSERT.match(code or ""):
+                    self._add(j, line, rank, "argument_error", "root", 0.75, 60, "assert-launch-option", "fatal")
                 elif not ignored:
                     frame_of = caller if lookup and exc.group("type").endswith("AttributeError") else last_frame
                     if code is not None and _LOOP_LINE.match(code):
                         from_loader = True
                     if frame_of is not None and _DISPATCH_FRAME.search(frame_of) and _DISPATCH_CODE.match(code or ""):
                         frame_of = None  # cut after torch's dispatch to forward: the raising frame is not shown
-                    self._exception(j, line, text, rank, exc, frame_of, loading, from_loader=from_loader)
+                    self._exception(
+                        j, line, text, rank, exc, frame_of, loading, from_loader=from_loader, from_worker=from_worker
+                    )
                 return j + 1
             if after_frame and not _TRACEBACK_BODY.match(text):
                 code, after_frame = text, False
@@ -539,6 +561,7 @@ class _Scanner:
         loading: bool = False,
         *,
         from_loader: bool = False,
+        from_worker: bool = False,
         severity: str = "fatal",
         alone: bool = False,
     ) -> None:
@@ -554,6 +577,10 @@ class _Scanner:
             return  # the message itself says what happened (CUDA error, NCCL error, OOM, ...)
         if name in _CASCADE_EXCEPTIONS or (name == "Exception" and not msg):
             return  # someone else's failure; a bare Exception: with its message on the lines after (mp.spawn)
+        if from_worker and name not in _WORKER_OWN_REASONS:
+            # A worker's exception the loader handed on, its message known to no rule: the data's.
+            self._add(i, raw, rank, "dataloader_error", "root", 0.75, 58, "loader-worker-reraise", severity)
+            return
         # With no frame (or only one that re-raises), the type decides.
         in_framework = name in _FRAMEWORK_TYPES if frame is None else _FRAMEWORK_PATH.search(frame) is not None
         if in_framework and frame is not None and _application_bug(name, msg, frame):

@@ -9,9 +9,11 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # A tqdm bar that a message was glued to (the bar ends in "\r", the collector kept one line):
 # "Epoch 3:  41%|████      | 2011/4900 [31:12<44:50,  1.07it/s, loss=0.611]Traceback (most ...".
 # A traceback's header that a bar drew its residue after ("Traceback (most recent call last):    | 0.00/7.75M
-# [00:00<?, ?iB/s]", case 613) is not part of a bar: the bar prefix never runs over it.
+# [00:00<?, ?iB/s]", case 613) is not part of a bar: the bar prefix never runs over it. Nor is the shell's
+# job-control report of a process it lost, with a bar's residue after it ('webui.sh: line 255: 26147 Killed
+# "${python_cmd}" ...████| 1/1 [00:04<00:00,  4.76s/it]', case 945).
 _TQDM_BAR = re.compile(
-    r"^(?:(?!Traceback \(most recent call)[^\n])*?"
+    r"^(?:(?!Traceback \(most recent call|(?:line|行|ligne|Zeile|línea) \d+: +\d+ \S)[^\n])*?"
     r"\d+(?:\.\d+)?[kMGT]?(?:B|it)?/\d+(?:\.\d+)?[kMGT]?(?:B|it)? \[(?:\d+:)?\d+:\d+<(?P<stats>[^\]]*)\]"
 )
 # What a bar says after its remaining time and rate is the run's own postfix ("loss=nan, lr=1e-4"): a bar
