@@ -60,8 +60,14 @@ def load_case(case: Path) -> tuple[dict, list[LogSource]]:
 
 
 def case_dirs(corpus: Path) -> list[Path]:
-    """The corpus's case directories, in order."""
-    return sorted(p for p in corpus.iterdir() if (p / CASE_FILE).is_file())
+    """The corpus's case directories, in the order of their running numbers (``1001-x`` after ``999-y``,
+    which a sort by name would not give), then by name."""
+    return sorted((p for p in corpus.iterdir() if (p / CASE_FILE).is_file()), key=_running_number)
+
+
+def _running_number(path: Path) -> tuple[int, str]:
+    number, _, _ = path.name.partition("-")
+    return (int(number) if number.isdigit() else -1, path.name)
 
 
 def load_corpus(corpora: Iterable[Path]) -> list[Case]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 from gpuwatch.diagnosis.corpus import case_dirs, load_case
 from gpuwatch.diagnosis.engine import diagnose_rules
@@ -59,3 +60,11 @@ def test_real_text_cases_name_their_source_and_their_first_sight() -> None:
     for name, meta in real:
         assert meta["first_sight"] in REASONS, name
         assert len(meta["first_sight_commit"]) >= 7, name
+
+
+def test_cases_are_read_in_the_order_of_their_running_numbers(tmp_path: Path) -> None:
+    """Past case 999 the numbers have four digits: 1001 comes after 999 (and 101), not between 100 and 101."""
+    for name in ("1001-late", "999-before", "101-early", "100-earliest"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "case.toml").write_text('reason = "script_error"\n')
+    assert [p.name for p in case_dirs(tmp_path)] == ["100-earliest", "101-early", "999-before", "1001-late"]
