@@ -188,7 +188,9 @@ class HostMap:
         dest = self.root / "mounts" / service / source.relative_to(REPO)
         dest.parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
-            shutil.copytree(source, dest, dirs_exist_ok=True)
+            # What git does not track is not the repository's: the bytecode a test run left in dashboards/
+            # (its build.py imported) is no text to translate, and no container would see it either.
+            shutil.copytree(source, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
             shutil.copy2(source, dest)
         return dest
