@@ -177,3 +177,27 @@ def test_workers_that_cannot_write_shared_memory_are_the_loaders() -> None:
         _diagnose("RuntimeError: unable to open shared memory object </torch_31337_1234> in read-write mode")
         == "dataloader_error"
     )
+
+
+# ---------------------------------------------------------------- a divergence, then the fault it causes
+
+# amdegroot/ssd.pytorch#223 (case 1032): the loss jumps twelve orders of magnitude, and the same step dies
+# in the loss's indexing with an illegal memory access.
+_SSD_BLOWUP = """
+iter 14 || Loss: 7075.6555 || timer: 0.2184 sec.
+iter 15 || Loss: 11002143798693440.0000 || Traceback (most recent call last):
+  File "train.py", line 172, in train
+    loss_l, loss_c = criterion(out, targets)
+  File "/home/kun/Software/ssd-pytorch-master/layers/modules/multibox_loss.py", line 108, in forward
+    conf_p = conf_data[(pos_idx+neg_idx).gt(0)].view(-1, self.num_classes)
+RuntimeError: an illegal memory access was encountered
+"""
+
+
+def test_a_cuda_fault_right_after_the_loss_diverged_is_the_divergences() -> None:
+    assert _diagnose(_SSD_BLOWUP) == "loss_divergence"
+    # the loss on the line before the traceback's header, and a NaN one
+    assert _diagnose(_SSD_BLOWUP.replace("|| Traceback", "||\nTraceback")) == "loss_divergence"
+    assert _diagnose(_SSD_BLOWUP.replace("11002143798693440.0000", "nan")) == "loss_divergence"
+    # an ordinary loss before the same fault leaves it a CUDA fault
+    assert _diagnose(_SSD_BLOWUP.replace("11002143798693440.0000", "7011.2031")) == "cuda_error"
