@@ -185,6 +185,15 @@ def _application_bug(name: str, msg: str, frame: str) -> bool:
 # With no frame to tell where it was raised, the type decides as the taxonomy's evidence does:
 # RuntimeError and AssertionError are framework errors, the other types script errors.
 _FRAMEWORK_TYPES = frozenset({"RuntimeError", "AssertionError"})
+# A loss the run printed just before a traceback (on the line before its header, or glued before the header
+# on the same line) that is no number any more or one no training reaches: NaN, inf, or twelve digits and
+# more before the point (ssd.pytorch's "iter 15 || Loss: 11002143798693440.0000 || Traceback (most recent
+# call last):", case 1032). Only the traceback's own line and the one before it are read, which both views
+# keep (a streamed log splits lines only around the prefilter's matches), so the prefilter is not widened
+# to every progress line.
+_LOSS_DIVERGED = re.compile(
+    r"(?i)\bloss\b\W{0,4}(?:nan|[-+]?inf(?:inity)?|\d{12,}(?:\.\d+)?|\d(?:\.\d+)?e\+?(?:1[2-9]|[2-9]\d|\d{3}))\b"
+)
 _ISO_TS = re.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d+))?")
 _ROOT_CAUSE_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
 # A launcher's line for the first process it saw fail, when no summary names its rank: torchrun's "failed
@@ -416,6 +425,19 @@ class _Scanner:
         # Traceback (most recent call last)"), and its final line may never come: read the header too.
         if head := text[: header.start()].strip():
             self._line(i, raw, head, prefix_rank)
+        for at, line in ((i - 1, before), (i, text[: header.start()])):
+            if line is not None and _LOSS_DIVERGED.search(line):
+                self._add(
+                    at,
+                    view.get(at) or line,
+                    prefix_rank,
+                    "loss_divergence",
+                    "root",
+                    0.7,
+                    57,
+                    "loss-diverged-before-traceback",
+                )
+                break
         return self._traceback(i, i + 1, ignored=ignored, prefix=text[: header.start()])
 
     def _frames_after(self, first: int) -> tuple[str | None, int]:
@@ -757,6 +779,13 @@ def _weigh(
         after_wire = any(n.evidence.line < c.evidence.line and _same_process(n, c) for n in wire)
         if c.role == "root" and c.reason == "cuda_error" and c.evidence.line > 0 and after_wire:
             out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} (after a network error)")
+    # Round 11A: a loss that diverged leaves values no kernel expects (NaN boxes, indices out of range): in
+    # one process, a CUDA fault after a divergence that was not survived is its consequence (case 1032).
+    diverged = [c for c in out if c.role == "root" and c.reason == "loss_divergence" and c.evidence.line > 0]
+    for k, c in enumerate(out):
+        after_divergence = any(d.evidence.line <= c.evidence.line and _same_process(d, c) for d in diverged)
+        if c.role == "root" and c.reason == "cuda_error" and c.evidence.line > 0 and after_divergence:
+            out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} (after the loss diverged)")
     return out
 
 
