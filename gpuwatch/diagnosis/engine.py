@@ -96,6 +96,10 @@ _FRAMEWORK_PATH = re.compile(
     # Megatron's derivatives run from a checkout, not installed: Pai-Megatron-Patch's megatron_patch (its
     # Mistral model with pipeline stages that get no embeddings, case 975)
     r"|/megatron_patch/"
+    # Round 11B: a Cython module's frame, which names the .pyx source the extension was compiled from,
+    # relative to its package ('File "cupy/core/core.pyx", line 527', spaCy's "nn_parser.pyx", case 1061):
+    # compiled library code, never the script's own
+    r"|\.pyx$"
 )
 # A frame of a framework's checkpoint loading (Lightning's load_from_checkpoint and checkpoint connector,
 # torch's load_state_dict, mmcv's load_checkpoint, Keras' load_weights, Chainer's serializers: load_npz
@@ -110,6 +114,12 @@ _CHECKPOINT_FRAME = re.compile(
 # A framework's attribute-lookup hook (torch's Module.__getattr__): an AttributeError it raises answers the
 # caller's lookup (`model.module` on a model DDP never wrapped), so the frame before it decides.
 _LOOKUP_FRAME = re.compile(r", in __getattr(?:ibute)?__\s*$")
+# Round 11B: NVML asked for a device handle by an index the node has no GPU for (NVIDIA's ELECTRA binding
+# each Horovod local rank to "its" GPU, case 1057): pynvml's NVMLError_InvalidArgument raised under
+# nvmlDeviceGetHandleByIndex is the launch asking for more GPUs than the node shows, as "invalid device
+# ordinal" is.
+_BY_INDEX_FRAME = re.compile(r", in nvmlDeviceGetHandleByIndex\w*\s*$")
+_NVML_INVALID_ARGUMENT = re.compile(r"^(?:\w+\.)*NVMLError_InvalidArgument\b")
 _CHECKPOINT_EXCEPTIONS = frozenset({"KeyError", "RuntimeError", "ValueError", "EOFError", "AssertionError"})
 # A frame that only re-raises what a replica raised (DataParallel's parallel_apply, torch's reraise): it
 # says nothing of where the exception came from, so the exception is judged as one with no frame.
@@ -120,6 +130,11 @@ _RERAISE_FRAME = re.compile(r"[\\/]parallel_apply\.py\b|[\\/]torch[\\/]_utils\.p
 # str() failed>", Bert-VITS2, case 946). Missing paths, permissions and connections stay their own reasons,
 # as the dataloader rule leaves them.
 _WORKER_RERAISE = re.compile(r"[\\/]torch[\\/]utils[\\/]data[\\/]dataloader\.py\", line \d+, in _process_data\b")
+# Round 11B: a data loader's worker function in another framework's words (GluonNLP's and MXNet's
+# "_batch_worker_fn", "_worker_fn", "worker_loop" under a data/ package, run by a multiprocessing pool whose
+# RemoteTraceback carries what the worker raised, case 1056): what it raises is the data pipeline's, as a
+# worker exception torch's DataLoader re-raises is.
+_DATA_WORKER_FRAME = re.compile(r"[\\/]data[\\/][\w\\/]*\.py\", line \d+, in _?(?:batch_)?worker_(?:fn|loop)\b")
 _WORKER_OWN_REASONS = frozenset(
     {"FileNotFoundError", "PermissionError", "ConnectionError", "ConnectionResetError", "ConnectionRefusedError"}
 )
@@ -471,6 +486,7 @@ class _Scanner:
         from_loader = False  # a frame of the DataLoader's machinery was passed
         from_worker = False  # the DataLoader re-raised a worker's exception
         locating = False  # the last frame is Hydra's _locate
+        by_index = False  # a frame of NVML's device lookup by index was passed
         code: str | None = None  # the source line under the last frame
         after_frame = False
         for j in range(first, i + _MAX_TRACEBACK):
@@ -488,9 +504,15 @@ class _Scanner:
                 loading = loading or _CHECKPOINT_FRAME.search(text) is not None
                 from_loader = from_loader or _LOADER_FRAME.search(text) is not None
                 from_worker = from_worker or _WORKER_RERAISE.search(text) is not None
+                from_worker = from_worker or _DATA_WORKER_FRAME.search(text) is not None
+                by_index = by_index or _BY_INDEX_FRAME.search(text) is not None
                 locating = _LOCATE_FRAME.search(text) is not None
                 code, after_frame = None, True
                 continue
+            if by_index and _NVML_INVALID_ARGUMENT.match(text):
+                if not ignored:
+                    self._add(j, line, rank, "argument_error", "root", 0.75, 60, "nvml-device-index", "fatal")
+                return j + 1
             exc = _EXCEPTION.match(text)
             if exc:
                 name = exc.group("type").rsplit(".", 1)[-1]
