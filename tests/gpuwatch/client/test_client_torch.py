@@ -153,7 +153,6 @@ def test_collectives_and_ddp_allreduce_are_timed_on_two_gloo_ranks(tmp_path: Pat
             assert s.comm_s <= s.duration_s
             # A blocking all_reduce, and an async one waited for at once: the step waited all along.
             assert 0.5 * measured <= s.exposed_s <= measured, (rank, s.step, s.exposed_s, measured)
-            assert s.exposed_s == pytest.approx(s.comm_s, rel=0.10), (rank, s.step)
             assert s.collectives["all_reduce"].bus_bytes == pytest.approx(2 * ELEMENTS * 4), "2(n-1)/n = 1"
         assert future.collectives["all_reduce"].count == 1
         # Recorded by a link of the chain the rank waits on, so inside the span the rank timed; how far
