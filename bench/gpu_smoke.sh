@@ -19,8 +19,9 @@ get() { "$PY" -c 'import httpx, sys; print(httpx.get(sys.argv[1], timeout=5).tex
 
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total,power.draw,temperature.gpu,clocks.sm \
   --format=csv | tee "$OUT/nvidia-smi.csv"
-"$PY" -m pytest -p no:cacheprovider -m gpu -s -q tests/test_nvml_collector.py tests/test_async_checkpoint.py 2>&1 \
-  | tee "$OUT/pytest-gpu.txt"
+"$PY" -m pytest -p no:cacheprovider -m gpu -s -q \
+  tests/agent/test_nvml_collector.py tests/gpuwatch/client/test_async_checkpoint.py tests/gpuwatch/client/test_client_cuda.py 2>&1 \
+  | tee "$OUT/pytest-gpu.txt" || tests_rc=$?  # the pipeline below runs even when a test failed
 
 data=$(mktemp -d)
 export GPUWATCH_DATA_DIR=$data GPUWATCH_DATABASE_URL=
@@ -51,3 +52,4 @@ kill -TERM "$agent"; wait "$agent" || true
 kill -TERM "$server"; wait "$server" || true
 grep -E '^(DCGM_FI_DEV_(GPU_UTIL|FB_USED|POWER_USAGE|GPU_TEMP|SM_CLOCK|XID_ERRORS|ECC_DBE_VOL_TOTAL)|gpuwatch_node_up)' \
   "$OUT/metrics.txt" | tee "$OUT/summary.txt"
+exit "${tests_rc:-0}"
