@@ -10,18 +10,8 @@ in each test; hosts, paths and pids may be made up."""
 
 from __future__ import annotations
 
-from gpuwatch.diagnosis.engine import diagnose_rules
-from gpuwatch.diagnosis.model import LogSource
 from gpuwatch.diagnosis.normalize import normalize
-
-
-def _src(name: str, text: str) -> LogSource:
-    return LogSource(file=name, lines=text.strip("\n").splitlines())
-
-
-def _diagnose(text: str, name: str = "train.log") -> str:
-    return diagnose_rules([_src(name, text)]).reason
-
+from tests.gpuwatch.diagnosis.real_text import reason_of
 
 # ---------------------------------------------------------------- crashes a launcher reports
 
@@ -40,18 +30,18 @@ torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 
 
 def test_a_launcher_reporting_sigfpe_or_sigill_is_a_native_crash() -> None:
-    assert _diagnose(_DANCEGRPO_MINUS_8) == "framework_error"
+    assert reason_of(_DANCEGRPO_MINUS_8) == "framework_error"
     assert (
-        _diagnose("[ERROR] [launch.py:325:sigkill_handler] ['python', '-u', 'train.py'] exits with return code = -4")
+        reason_of("[ERROR] [launch.py:325:sigkill_handler] ['python', '-u', 'train.py'] exits with return code = -4")
         == "framework_error"
     )
     assert (
-        _diagnose("torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGFPE")
+        reason_of("torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGFPE")
         == "framework_error"
     )
     # a negative exit code that is not a signal's, and other numbers, are not these
-    assert _diagnose("failed (exitcode: -80) local_rank: 0 (pid: 12) of binary: /usr/bin/python") == "unknown"
-    assert _diagnose("INFO: step 8 exitcode 48 written to report") == "unknown"
+    assert reason_of("failed (exitcode: -80) local_rank: 0 (pid: 12) of binary: /usr/bin/python") == "unknown"
+    assert reason_of("INFO: step 8 exitcode 48 written to report") == "unknown"
 
 
 # mosaicml/diffusion#140 (case 933): Composer's launcher, the only error line of an SD2 run.
@@ -65,11 +55,11 @@ Waiting up to 30 seconds for all training processes to terminate. Press Ctrl-C t
 
 
 def test_composers_account_of_a_crash_names_the_signal() -> None:
-    assert _diagnose(_COMPOSER_MINUS_11) == "framework_error"
-    assert _diagnose("ERROR:composer.cli.launcher:Global rank 0 (PID 147193) exited with code -11") == "framework_error"
-    assert _diagnose("ERROR:composer.cli.launcher:Rank 3 crashed with exit code -9.") == "host_oom"
+    assert reason_of(_COMPOSER_MINUS_11) == "framework_error"
+    assert reason_of("ERROR:composer.cli.launcher:Global rank 0 (PID 147193) exited with code -11") == "framework_error"
+    assert reason_of("ERROR:composer.cli.launcher:Rank 3 crashed with exit code -9.") == "host_oom"
     # an ordinary failure's exit code says nothing of a signal
-    assert _diagnose("ERROR:composer.cli.launcher:Rank 0 crashed with exit code 1.") == "unknown"
+    assert reason_of("ERROR:composer.cli.launcher:Rank 0 crashed with exit code 1.") == "unknown"
 
 
 # ---------------------------------------------------------------- the shell's kill under a bar's residue
@@ -83,7 +73,7 @@ webui.sh: line 255: 26147 Killed                  "${python_cmd}" -u "${LAUNCH_S
 
 
 def test_the_shells_kill_with_a_bars_residue_after_it_is_host_memory() -> None:
-    assert _diagnose(_WEBUI_KILLED) == "host_oom"
+    assert reason_of(_WEBUI_KILLED) == "host_oom"
     assert normalize(_WEBUI_KILLED.strip().splitlines()[1])[0].startswith("webui.sh: line 255: 26147 Killed")
     # an ordinary bar still reads as its postfix, and a message glued after a bar still reads alone
     assert normalize("Epoch 3:  41%|████      | 2011/4900 [31:12<44:50,  1.07it/s, loss=0.611]")[0] == "loss=0.611"
@@ -115,17 +105,17 @@ soundfile.LibsndfileError: <exception str() failed>
 
 
 def test_an_exception_the_loader_hands_on_from_a_worker_is_the_datas() -> None:
-    assert _diagnose(_BERT_VITS2_LIBSNDFILE) == "dataloader_error"
-    assert _diagnose(_BERT_VITS2_LIBSNDFILE.replace("\\", "/").replace("E:/", "/home/u/")) == "dataloader_error"
+    assert reason_of(_BERT_VITS2_LIBSNDFILE) == "dataloader_error"
+    assert reason_of(_BERT_VITS2_LIBSNDFILE.replace("\\", "/").replace("E:/", "/home/u/")) == "dataloader_error"
     # a missing path re-raised from a worker is still the path's
     missing = _BERT_VITS2_LIBSNDFILE.replace(
         "soundfile.LibsndfileError: <exception str() failed>",
         "FileNotFoundError: [Errno 2] No such file or directory: 'Data/wavs/0001.wav'",
     )
-    assert _diagnose(missing) == "file_not_found"
+    assert reason_of(missing) == "file_not_found"
     # the same exception raised in the main process, with no worker's re-raise, is not the loader's
     main = _BERT_VITS2_LIBSNDFILE.split('  File "E:\\Bert-VITS2-2.3\\venv\\lib\\site-packages\\torch\\utils')[0]
-    assert _diagnose(main + "soundfile.LibsndfileError: <exception str() failed>\n") != "dataloader_error"
+    assert reason_of(main + "soundfile.LibsndfileError: <exception str() failed>\n") != "dataloader_error"
 
 
 # ---------------------------------------------------------------- a checkpoint in its loader's words
@@ -139,16 +129,16 @@ RuntimeError: Failed to load checkpoint
 
 
 def test_a_checkpoint_that_failed_to_load_in_its_loaders_words() -> None:
-    assert _diagnose(_SOVITS_FAILED_CHECKPOINT) == "checkpoint_load_error"
-    assert _diagnose("ValueError: Unable to load the checkpoint at ./ckpt/last.ckpt") == "checkpoint_load_error"
+    assert reason_of(_SOVITS_FAILED_CHECKPOINT) == "checkpoint_load_error"
+    assert reason_of("ValueError: Unable to load the checkpoint at ./ckpt/last.ckpt") == "checkpoint_load_error"
     # a checkpoint that is not there is the missing path's
     assert (
-        _diagnose("ERROR: Failed to load checkpoint: [Errno 2] No such file or directory: 'ckpt/last.pth'")
+        reason_of("ERROR: Failed to load checkpoint: [Errno 2] No such file or directory: 'ckpt/last.pth'")
         == "file_not_found"
     )
     # a sharded model's loading bar is not a failure
-    assert _diagnose("Loading checkpoint shards: 100%|██████████| 2/2 [00:26<00:00, 13.03s/it]") == "unknown"
-    assert _diagnose("Could not load checkpoint shards index, falling back") == "unknown"
+    assert reason_of("Loading checkpoint shards: 100%|██████████| 2/2 [00:26<00:00, 13.03s/it]") == "unknown"
+    assert reason_of("Could not load checkpoint shards index, falling back") == "unknown"
 
 
 # ---------------------------------------------------------------- tensors on different devices, torch 1.x
@@ -157,9 +147,9 @@ def test_a_checkpoint_that_failed_to_load_in_its_loaders_words() -> None:
 # izmailovpavel/flowgmm#2 (case 951) and zhen8838/AnimeStylized#6 (case 923): two GPUs, a tensor the
 # script left on the first.
 def test_torch_1x_words_for_tensors_on_different_devices_are_the_scripts() -> None:
-    assert _diagnose("RuntimeError: expected device cuda:1 but got device cuda:0") == "script_error"
+    assert reason_of("RuntimeError: expected device cuda:1 but got device cuda:0") == "script_error"
     assert (
-        _diagnose("RuntimeError: expected device cuda:0 and dtype Float but got device cpu and dtype Float")
+        reason_of("RuntimeError: expected device cuda:0 and dtype Float but got device cpu and dtype Float")
         == "script_error"
     )
 
@@ -175,16 +165,16 @@ ERROR:root:Failed to execute the training process: The shape of the mask [0] at 
 
 
 def test_torchs_indexing_errors_in_its_words_are_the_scripts() -> None:
-    assert _diagnose(_HALLO_MASK) == "script_error"
-    assert _diagnose("IndexError: too many indices for tensor of dimension 2") == "script_error"
+    assert reason_of(_HALLO_MASK) == "script_error"
+    assert reason_of("IndexError: too many indices for tensor of dimension 2") == "script_error"
     assert (
-        _diagnose("IndexError: too many indices for array: array is 1-dimensional, but 2 were indexed")
+        reason_of("IndexError: too many indices for array: array is 1-dimensional, but 2 were indexed")
         == "script_error"
     )
-    assert _diagnose("IndexError: index 5 is out of bounds for dimension 0 with size 5") == "script_error"
+    assert reason_of("IndexError: index 5 is out of bounds for dimension 0 with size 5") == "script_error"
     # the CUDA kernel's index assertion stays the device-side assert's
     assert (
-        _diagnose(
+        reason_of(
             '../aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [56,0,0], thread: [64,0,0] Assertion `index >= -sizes[i] && index < sizes[i] && "index out of bounds"` failed.'
         )
         == "framework_error"
@@ -206,10 +196,10 @@ AssertionError: Training models with lowvram not possible
 
 
 def test_an_assertion_on_the_launch_options_is_an_argument_error() -> None:
-    assert _diagnose(_WEBUI_LOWVRAM) == "argument_error"
+    assert reason_of(_WEBUI_LOWVRAM) == "argument_error"
     # an assertion on anything else in the same place is still the script's
     other = _WEBUI_LOWVRAM.replace("not shared.cmd_opts.lowvram", "len(embeddings) > 0")
-    assert _diagnose(other) == "script_error"
+    assert reason_of(other) == "script_error"
 
 
 # ---------------------------------------------------------------- the closing cases (952-955)
@@ -227,12 +217,12 @@ ZeroDivisionError: integer division or modulo by zero
 
 
 def test_a_division_by_zero_in_an_application_package_is_the_scripts() -> None:
-    assert _diagnose(_DIFFWAVE_ZERO_DIVISION) == "script_error"
+    assert reason_of(_DIFFWAVE_ZERO_DIVISION) == "script_error"
     # raised in a framework's own code, it is still the framework's
     in_torch = _DIFFWAVE_ZERO_DIVISION.replace(
         "dist-packages/diffwave/learner.py", "dist-packages/torch/optim/lr_scheduler.py"
     )
-    assert _diagnose(in_torch) == "framework_error"
+    assert reason_of(in_torch) == "framework_error"
 
 
 # facebookresearch/audiocraft#477 (case 955): dora grid compares configs whose mandatory value was never
@@ -251,8 +241,8 @@ omegaconf.errors.MissingMandatoryValue: Missing mandatory value: channels
 
 
 def test_a_mandatory_config_value_never_set_is_an_argument_error() -> None:
-    assert _diagnose(_DORA_MISSING_MANDATORY) == "argument_error"
+    assert reason_of(_DORA_MISSING_MANDATORY) == "argument_error"
     assert (
-        _diagnose("omegaconf.errors.MissingMandatoryValue: Missing mandatory value: model.encoder.dim")
+        reason_of("omegaconf.errors.MissingMandatoryValue: Missing mandatory value: model.encoder.dim")
         == "argument_error"
     )

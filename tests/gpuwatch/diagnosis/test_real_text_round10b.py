@@ -10,17 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwatch.diagnosis.engine import diagnose_rules
-from gpuwatch.diagnosis.model import LogSource
-
-
-def _src(name: str, text: str) -> LogSource:
-    return LogSource(file=name, lines=text.strip("\n").splitlines())
-
-
-def _diagnose(text: str, name: str = "train.log") -> str:
-    return diagnose_rules([_src(name, text)]).reason
-
+from tests.gpuwatch.diagnosis.real_text import reason_of
 
 # ---------------------------------------------------------------- a sample the pipeline could not read
 
@@ -46,8 +36,8 @@ _ALCF_MMAP = """
 
 
 def test_a_damaged_image_or_a_short_memmap_is_the_data() -> None:
-    assert _diagnose(_DIVA_TRUNCATED) == "dataloader_error"
-    assert _diagnose(_ALCF_MMAP) == "dataloader_error"
+    assert reason_of(_DIVA_TRUNCATED) == "dataloader_error"
+    assert reason_of(_ALCF_MMAP) == "dataloader_error"
 
 
 @pytest.mark.parametrize(
@@ -61,7 +51,7 @@ def test_a_damaged_image_or_a_short_memmap_is_the_data() -> None:
     ],
 )
 def test_unreadable_sample_wordings(line: str) -> None:
-    assert _diagnose(f'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n{line}') == (
+    assert reason_of(f'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n{line}') == (
         "dataloader_error"
     )
 
@@ -69,7 +59,7 @@ def test_unreadable_sample_wordings(line: str) -> None:
 def test_an_io_error_stays_the_storages() -> None:
     # An errno says the storage failed, not the sample: the worker's re-raised I/O error keeps its rule.
     text = "OSError: Caught OSError in DataLoader worker process 2.\nOSError: [Errno 5] Input/output error"
-    assert _diagnose(text) == "storage_error"
+    assert reason_of(text) == "storage_error"
 
 
 # ---------------------------------------------------------------- tensors of one operation on two devices
@@ -90,7 +80,7 @@ RuntimeError: indices should be either on cpu or on the same device as the index
 
 
 def test_indices_on_another_device_are_the_scripts_placement() -> None:
-    assert _diagnose(_LAVIS_INDICES) == "script_error"
+    assert reason_of(_LAVIS_INDICES) == "script_error"
 
 
 # ---------------------------------------------------------------- CUDA under Triton's launches
@@ -107,11 +97,11 @@ RuntimeError: Triton Error [CUDA]: invalid argument
 
 
 def test_triton_errors_in_cuda_words_are_cuda_errors() -> None:
-    assert _diagnose(_MEGABLOCKS_TRITON) == "cuda_error"
+    assert reason_of(_MEGABLOCKS_TRITON) == "cuda_error"
     # torch's words for the driver API (triton-lang/triton#7967's title)
-    assert _diagnose("RuntimeError: CUDA driver error: invalid argument") == "cuda_error"
+    assert reason_of("RuntimeError: CUDA driver error: invalid argument") == "cuda_error"
     # out of memory in the same words is the GPU's memory
-    assert _diagnose("RuntimeError: Triton Error [CUDA]: out of memory") == "gpu_oom"
+    assert reason_of("RuntimeError: Triton Error [CUDA]: out of memory") == "gpu_oom"
 
 
 # ---------------------------------------------------------------- whose code: Megatron's derivatives
@@ -137,5 +127,5 @@ AttributeError: 'NoneType' object has no attribute 'dtype'
 
 
 def test_megatron_patch_is_a_framework() -> None:
-    assert _diagnose(_PAI_MEGATRON) == "framework_error"
-    assert _diagnose(_OWN_SCRIPT) == "script_error"
+    assert reason_of(_PAI_MEGATRON) == "framework_error"
+    assert reason_of(_OWN_SCRIPT) == "script_error"

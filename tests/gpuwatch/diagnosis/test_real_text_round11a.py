@@ -9,17 +9,7 @@ hosts, paths and pids may be made up."""
 
 from __future__ import annotations
 
-from gpuwatch.diagnosis.engine import diagnose_rules
-from gpuwatch.diagnosis.model import LogSource
-
-
-def _src(name: str, text: str) -> LogSource:
-    return LogSource(file=name, lines=text.strip("\n").splitlines())
-
-
-def _diagnose(text: str, name: str = "train.log") -> str:
-    return diagnose_rules([_src(name, text)]).reason
-
+from tests.gpuwatch.diagnosis.real_text import reason_of
 
 # ---------------------------------------------------------------- the script's shapes and placements
 
@@ -28,8 +18,8 @@ def _diagnose(text: str, name: str = "train.log") -> str:
 # "at index N" that later versions add, and without the exception's name.
 def test_torch_1_0_mask_shape_wording_is_the_scripts_indexing() -> None:
     line = "The shape of the mask [4, 4, 128, 128] at index 1 does not match the shape of the indexed tensor [4, 80, 128, 128]"
-    assert _diagnose("training start...\n" + line) == "script_error"
-    assert _diagnose("IndexError: " + line) == "script_error"
+    assert reason_of("training start...\n" + line) == "script_error"
+    assert reason_of("IndexError: " + line) == "script_error"
 
 
 # matterport/Mask_RCNN#2164 (case 1003): a batch of 8 split over 16 GPUs, raised at session.run.
@@ -46,15 +36,15 @@ tensorflow.python.framework.errors_impl.InvalidArgumentError: Number of ways to 
 
 
 def test_tensorflow_shape_errors_are_the_scripts_graph() -> None:
-    assert _diagnose(_MASK_RCNN_SPLIT) == "script_error"
+    assert reason_of(_MASK_RCNN_SPLIT) == "script_error"
     # the same family in TensorFlow's other words (matterport/Mask_RCNN#1416's comment)
     assert (
-        _diagnose(
+        reason_of(
             "InvalidArgumentError: Input to reshape is a tensor with 600 values, but the requested shape has 4800 [[{{node tower_0_4/mask_rcnn/mrcnn_detection/Reshape_1}}]]"
         )
         == "script_error"
     )
-    assert _diagnose("InvalidArgumentError: Incompatible shapes: [8,10] vs. [8,12]") == "script_error"
+    assert reason_of("InvalidArgumentError: Incompatible shapes: [8,10] vs. [8,12]") == "script_error"
 
 
 # HRNet/HRNet-Object-Detection#40 (case 1027): torch 1.x's DDP given a model that is not on its first
@@ -69,16 +59,16 @@ RuntimeError: all tensors must be on devices[0]
 
 
 def test_ddp_all_tensors_on_devices_0_is_the_scripts_placement() -> None:
-    assert _diagnose(_HRNET_DDP) == "script_error"
+    assert reason_of(_HRNET_DDP) == "script_error"
 
 
 # tcapelle/action_recognition#23 (case 1011): fastai given a model already wrapped in DataParallel; only
 # the message is in the report.
 def test_an_attribute_dataparallel_hides_is_the_scripts_wrapping() -> None:
-    assert _diagnose("'DataParallel' object has no attribute 'encoder'") == "script_error"
-    assert _diagnose("AttributeError: 'DistributedDataParallel' object has no attribute 'generate'") == "script_error"
+    assert reason_of("'DataParallel' object has no attribute 'encoder'") == "script_error"
+    assert reason_of("AttributeError: 'DistributedDataParallel' object has no attribute 'generate'") == "script_error"
     # another object's missing attribute is not this rule's
-    assert _diagnose("'Trainer' object has no attribute 'encoder'") == "unknown"
+    assert reason_of("'Trainer' object has no attribute 'encoder'") == "unknown"
 
 
 # ---------------------------------------------------------------- native crashes
@@ -96,21 +86,21 @@ Thread 0x00007f5825cbc700 (most recent call first):
 
 
 def test_the_interpreters_other_fatal_errors_are_native_crashes() -> None:
-    assert _diagnose(_FCOS_GC) == "framework_error"
+    assert reason_of(_FCOS_GC) == "framework_error"
     # its bus error is still the node's weak evidence, not this rule's
-    assert _diagnose("Fatal Python error: Bus error") == "node_failure"
+    assert reason_of("Fatal Python error: Bus error") == "node_failure"
 
 
 # AlexeyAB/darknet#1639 (case 1030) and #1143: Windows' debugger reports the access violation.
 def test_windows_access_violation_report_is_a_segfault() -> None:
     assert (
-        _diagnose(
+        reason_of(
             "Unhandled exception at 0x000007FEF9EECAA7 (vcruntime140.dll) in darknet.exe: 0xC0000005: Access violation reading location 0x0000000000000000."
         )
         == "framework_error"
     )
     assert (
-        _diagnose(
+        reason_of(
             "0x000000013FC45485 处有未经处理的异常(在 darknet_no_gpu.exe 中): 0xC0000005: 读取位置 0xFFFFFFFFFFFFFFFF 时发生访问冲突。"
         )
         == "framework_error"
@@ -128,13 +118,13 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
 
 
 def test_python_given_no_script_to_run_is_the_path() -> None:
-    assert _diagnose(_FCOS_MAIN) == "file_not_found"
+    assert reason_of(_FCOS_MAIN) == "file_not_found"
 
 
 # facebookresearch/deit#213 (case 1013): gloo's pair, as the user typed it.
 def test_gloo_pair_closed_by_peer_is_the_network() -> None:
     assert (
-        _diagnose(
+        reason_of(
             "runtimeerror: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:575] connectruntclosed by peer [172.16.173.129]:23211"
         )
         == "network_error"
@@ -153,10 +143,10 @@ ResourceExhaustedError                    Traceback (most recent call last)
 
 
 def test_tensorflow_resource_exhausted_by_name_is_gpu_memory() -> None:
-    assert _diagnose(_ZEROCOST_OOM) == "gpu_oom"
+    assert reason_of(_ZEROCOST_OOM) == "gpu_oom"
     # with a message, the message decides: a CPU allocation is the host's
     assert (
-        _diagnose(
+        reason_of(
             "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[64,512,512] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu"
         )
         == "host_oom"
@@ -172,9 +162,9 @@ RuntimeError: unable to write to file </torch_2378_106607550> at /pytorch/torch/
 
 
 def test_workers_that_cannot_write_shared_memory_are_the_loaders() -> None:
-    assert _diagnose(_SHM) == "dataloader_error"
+    assert reason_of(_SHM) == "dataloader_error"
     assert (
-        _diagnose("RuntimeError: unable to open shared memory object </torch_31337_1234> in read-write mode")
+        reason_of("RuntimeError: unable to open shared memory object </torch_31337_1234> in read-write mode")
         == "dataloader_error"
     )
 
@@ -195,9 +185,9 @@ RuntimeError: an illegal memory access was encountered
 
 
 def test_a_cuda_fault_right_after_the_loss_diverged_is_the_divergences() -> None:
-    assert _diagnose(_SSD_BLOWUP) == "loss_divergence"
+    assert reason_of(_SSD_BLOWUP) == "loss_divergence"
     # the loss on the line before the traceback's header, and a NaN one
-    assert _diagnose(_SSD_BLOWUP.replace("|| Traceback", "||\nTraceback")) == "loss_divergence"
-    assert _diagnose(_SSD_BLOWUP.replace("11002143798693440.0000", "nan")) == "loss_divergence"
+    assert reason_of(_SSD_BLOWUP.replace("|| Traceback", "||\nTraceback")) == "loss_divergence"
+    assert reason_of(_SSD_BLOWUP.replace("11002143798693440.0000", "nan")) == "loss_divergence"
     # an ordinary loss before the same fault leaves it a CUDA fault
-    assert _diagnose(_SSD_BLOWUP.replace("11002143798693440.0000", "7011.2031")) == "cuda_error"
+    assert reason_of(_SSD_BLOWUP.replace("11002143798693440.0000", "7011.2031")) == "cuda_error"

@@ -10,17 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwatch.diagnosis.engine import diagnose_rules
-from gpuwatch.diagnosis.model import LogSource
-
-
-def _src(name: str, text: str) -> LogSource:
-    return LogSource(file=name, lines=text.strip("\n").splitlines())
-
-
-def _diagnose(text: str, name: str = "train.log") -> str:
-    return diagnose_rules([_src(name, text)]).reason
-
+from tests.gpuwatch.diagnosis.real_text import reason_of
 
 # ---------------------------------------------------------------- TensorFlow 1.x: memory in other words
 
@@ -54,9 +44,9 @@ Hint: If you want to see a list of allocated tensors when OOM happens, add repor
 
 
 def test_tensorflow_words_for_gpu_memory() -> None:
-    assert _diagnose(_T2T_DST_TENSOR) == "gpu_oom"
-    assert _diagnose(_DEEPSPEECH_DST_TENSOR) == "gpu_oom"
-    assert _diagnose(_DEEPSPEECH_OOM_HINT) == "gpu_oom"
+    assert reason_of(_T2T_DST_TENSOR) == "gpu_oom"
+    assert reason_of(_DEEPSPEECH_DST_TENSOR) == "gpu_oom"
+    assert reason_of(_DEEPSPEECH_OOM_HINT) == "gpu_oom"
 
 
 def test_the_oom_hint_gives_way_to_a_host_allocation() -> None:
@@ -65,7 +55,7 @@ def test_the_oom_hint_gives_way_to_a_host_allocation() -> None:
         "ResourceExhaustedError: OOM when allocating tensor with shape[1024,50000] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu\n"
         "Hint: If you want to see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom to RunOptions for current allocation info."
     )
-    assert _diagnose(text) == "host_oom"
+    assert reason_of(text) == "host_oom"
 
 
 # ---------------------------------------------------------------- TensorFlow 1.x: CUDA in other words
@@ -85,10 +75,10 @@ Failed copying input tensor from GPU in order to run Identity: GPU sync failed [
 
 
 def test_tensorflow_words_for_cuda_failures() -> None:
-    assert _diagnose(_DEEPSPEECH_RNN) == "cuda_error"
-    assert _diagnose(_ALBERT_GPU_SYNC) == "cuda_error"
+    assert reason_of(_DEEPSPEECH_RNN) == "cuda_error"
+    assert reason_of(_ALBERT_GPU_SYNC) == "cuda_error"
     assert (
-        _diagnose(
+        reason_of(
             "tensorflow.python.framework.errors_impl.InternalError: Failed to call ThenRnnBackward with model config"
         )
         == "cuda_error"
@@ -107,7 +97,7 @@ def test_tensorflow_words_for_cuda_failures() -> None:
     ],
 )
 def test_backend_mismatch_is_the_scripts_placement(line: str) -> None:
-    assert _diagnose(line) == "script_error"
+    assert reason_of(line) == "script_error"
 
 
 # ---------------------------------------------------------------- another framework's data workers
@@ -135,13 +125,13 @@ _GLUON_WORKER = '''
 
 
 def test_a_gluon_batch_worker_is_the_data_pipeline() -> None:
-    assert _diagnose(_GLUON_WORKER) == "dataloader_error"
+    assert reason_of(_GLUON_WORKER) == "dataloader_error"
 
 
 def test_a_worker_function_of_the_script_itself_is_not_a_loader() -> None:
     # A function of the script named like a worker, outside any data/ package, stays the script's.
     text = "Traceback (most recent call last):\n  File \"/home/me/train.py\", line 40, in _worker_fn\n    x = table[key]\nKeyError: 'tok'"
-    assert _diagnose(text) == "script_error"
+    assert reason_of(text) == "script_error"
 
 
 def test_a_missing_path_in_a_worker_stays_the_paths() -> None:
@@ -151,7 +141,7 @@ def test_a_missing_path_in_a_worker_stays_the_paths() -> None:
         "    batch = batchify_fn([_worker_dataset[i] for i in samples])\n"
         "FileNotFoundError: [Errno 2] No such file or directory: '/data/wiki/shard_017.npz'"
     )
-    assert _diagnose(text) == "file_not_found"
+    assert reason_of(text) == "file_not_found"
 
 
 # ---------------------------------------------------------------- Cython frames are library code
@@ -172,10 +162,10 @@ ValueError: non-scalar numpy.ndarray cannot be used for fill
 
 
 def test_cython_frames_are_a_librarys() -> None:
-    assert _diagnose(_SPACY_CUPY) == "framework_error"
+    assert reason_of(_SPACY_CUPY) == "framework_error"
     # the same ValueError raised in the script's own frame is still the script's
     own = 'Traceback (most recent call last):\n  File "./train_ner2.py", line 51, in main\n    fill(x)\nValueError: non-scalar numpy.ndarray cannot be used for fill'
-    assert _diagnose(own) == "script_error"
+    assert reason_of(own) == "script_error"
 
 
 # ---------------------------------------------------------------- NVML asked for a GPU the node lacks
@@ -197,13 +187,13 @@ _ELECTRA_AFFINITY = """
 
 
 def test_nvml_device_index_beyond_the_node_is_the_launch() -> None:
-    assert _diagnose(_ELECTRA_AFFINITY) == "argument_error"
+    assert reason_of(_ELECTRA_AFFINITY) == "argument_error"
 
 
 def test_nvml_invalid_argument_elsewhere_stays_nvmls() -> None:
     # An invalid argument to another NVML call is not the launch's.
     text = _ELECTRA_AFFINITY.replace("nvmlDeviceGetHandleByIndex", "nvmlDeviceGetPowerUsage")
-    assert _diagnose(text) == "framework_error"
+    assert reason_of(text) == "framework_error"
 
 
 # ---------------------------------------------------------------- checkpoints and dictionaries
@@ -213,7 +203,7 @@ def test_nvml_invalid_argument_elsewhere_stays_nvmls() -> None:
 # fairseq fork.
 def test_fairseq_checkpoint_wrapper_is_the_checkpoints() -> None:
     text = "| training on 8 GPUs\nException: Cannot load model parameters from checkpoint, please ensure that the architectures match"
-    assert _diagnose(text) == "checkpoint_load_error"
+    assert reason_of(text) == "checkpoint_load_error"
 
 
 # flashlight/wav2letter#529 (case 1064): a transcript token the tokens file lacks, under the C++ runtime's
@@ -227,4 +217,4 @@ terminate called after throwing an instance of 'std::invalid_argument'
 
 
 def test_a_token_missing_from_the_dictionary_is_the_datas() -> None:
-    assert _diagnose(_W2L_DICTIONARY) == "dataloader_error"
+    assert reason_of(_W2L_DICTIONARY) == "dataloader_error"

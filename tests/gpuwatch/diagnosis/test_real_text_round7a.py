@@ -10,13 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwatch.diagnosis.engine import diagnose_rules
-from gpuwatch.diagnosis.model import LogSource
-
-
-def _diagnose(text: str, name: str = "train.log") -> tuple[str, str | None]:
-    d = diagnose_rules([LogSource(file=name, lines=text.strip("\n").splitlines())])
-    return d.reason, d.rule_id
+from tests.gpuwatch.diagnosis.real_text import reason_and_rule
 
 
 def _traceback(last_frame: str, exception: str) -> str:
@@ -68,7 +62,7 @@ Traceback (most recent call last):
     ],
 )
 def test_a_code_bug_in_an_installed_application_is_a_script_error(frame: str, exception: str) -> None:
-    reason, _ = _diagnose(_traceback(frame, exception))
+    reason, _ = reason_and_rule(_traceback(frame, exception))
     assert reason == "script_error"
 
 
@@ -82,14 +76,14 @@ def test_a_code_bug_in_an_installed_application_is_a_script_error(frame: str, ex
     ],
 )
 def test_the_same_code_bug_inside_a_framework_stays_a_framework_error(frame: str) -> None:
-    reason, _ = _diagnose(_traceback(frame, "TypeError: cannot unpack non-iterable NoneType object"))
+    reason, _ = reason_and_rule(_traceback(frame, "TypeError: cannot unpack non-iterable NoneType object"))
     assert reason == "framework_error"
 
 
 def test_an_other_exception_in_an_installed_package_is_still_judged_by_where_it_was_raised() -> None:
     """Only the interpreter's own code-bug wordings move: a package's own ValueError stays as before."""
     frame = "/venv/lib/python3.10/site-packages/some_lib/core.py"
-    assert _diagnose(_traceback(frame, "ValueError: bad header in block 3"))[0] == "framework_error"
+    assert reason_and_rule(_traceback(frame, "ValueError: bad header in block 3"))[0] == "framework_error"
 
 
 def test_the_spawned_stylegan2_cli_nameerror_is_a_script_error() -> None:
@@ -108,7 +102,7 @@ Traceback (most recent call last):
     model = Trainer(**model_args)
 NameError: name 'seed' is not defined
 """
-    assert _diagnose(text)[0] == "script_error"
+    assert reason_and_rule(text)[0] == "script_error"
 
 
 # ---------------------------------------------------------------- a library refusing what it was given
@@ -136,11 +130,14 @@ Traceback (most recent call last):
     assert model_name in valid_task_models, f"{{task_name}} only supports {{valid_task_models}}"
 {line}
 """
-    assert _diagnose(text) == ("argument_error", "library-refuses-value")
+    assert reason_and_rule(text) == ("argument_error", "library-refuses-value")
 
 
 def test_a_hardware_only_supports_is_not_a_refused_value() -> None:
-    assert _diagnose("RuntimeError: FlashAttention only supports Ampere GPUs or newer.")[1] != "library-refuses-value"
+    assert (
+        reason_and_rule("RuntimeError: FlashAttention only supports Ampere GPUs or newer.")[1]
+        != "library-refuses-value"
+    )
 
 
 # ---------------------------------------------------------------- Lightning: no method for the Trainer's call
@@ -166,7 +163,7 @@ Traceback (most recent call last):
     raise MisconfigurationException(
 {line}
 """
-    assert _diagnose(text) == ("script_error", "lightning-module-lacks-method")
+    assert reason_and_rule(text) == ("script_error", "lightning-module-lacks-method")
 
 
 # ---------------------------------------------------------------- a native extension that never imported
@@ -190,7 +187,7 @@ Traceback (most recent call last):
     out, x, *rest = selective_scan_cuda.fwd(u, delta, A, B, C, D, None, delta_bias, delta_softplus)
 {line}
 """
-    assert _diagnose(text)[0] == "import_error"
+    assert reason_and_rule(text)[0] == "import_error"
 
 
 @pytest.mark.parametrize("name", ["use_cuda", "is_cuda", "args_cuda", "x_cuda", "num_cuda_devices", "file_ext"])
@@ -201,7 +198,7 @@ Traceback (most recent call last):
     model = model.cuda() if {name} else model
 NameError: name '{name}' is not defined
 """
-    assert _diagnose(text)[0] == "script_error"
+    assert reason_and_rule(text)[0] == "script_error"
 
 
 # ---------------------------------------------------------------- a CPU tensor handed to a CUDA extension
@@ -224,7 +221,7 @@ Traceback (most recent call last):
     out, x, *rest = selective_scan_cuda_core.fwd(u.contiguous(), delta, A, B, C, D, delta_bias, delta_softplus, 1)
 {line}
 """
-    assert _diagnose(text) == ("script_error", "cuda-extension-got-cpu-tensor")
+    assert reason_and_rule(text) == ("script_error", "cuda-extension-got-cpu-tensor")
 
 
 # ---------------------------------------------------------------- a path of the wrong kind
@@ -244,4 +241,4 @@ Traceback (most recent call last):
     ],
 )
 def test_a_path_of_the_wrong_kind_is_file_not_found(line: str) -> None:
-    assert _diagnose(line)[0] == "file_not_found"
+    assert reason_and_rule(line)[0] == "file_not_found"

@@ -11,16 +11,7 @@ from __future__ import annotations
 import pytest
 
 from gpuwatch.diagnosis.engine import diagnose_rules
-from gpuwatch.diagnosis.model import LogSource
-
-
-def _src(name: str, text: str) -> LogSource:
-    return LogSource(file=name, lines=text.strip("\n").splitlines())
-
-
-def _diagnose(text: str, name: str = "train.log") -> str:
-    return diagnose_rules([_src(name, text)]).reason
-
+from tests.gpuwatch.diagnosis.real_text import log_source, reason_of
 
 # ---------------------------------------------------------------- container runtimes' start-up errors
 
@@ -39,14 +30,14 @@ srun: error: hpc-pg0-1: task 0: Exited with exit code 1
 
 
 def test_enroot_that_cannot_execute_the_images_shell_is_a_missing_file() -> None:
-    assert _diagnose(_PYXIS_SWITCHROOT, "slurm-1207.out") == "file_not_found"
+    assert reason_of(_PYXIS_SWITCHROOT, "slurm-1207.out") == "file_not_found"
 
 
 def test_pyxis_that_cannot_make_its_runtime_directory_is_a_missing_file() -> None:
     """NVIDIA/pyxis#4: only slurmd's log says why srun's task launch failed."""
     slurmd = "[2019-09-24T10:10:06.901] [321.0] error: pyxis: couldn't mkdir /run/pyxis/100005: No such file or directory\n[2019-09-24T10:10:06.901] [321.0] error: spank: required plugin spank_pyxis.so: init_post_opt() failed with rc=-1"
     srun = "srun: job 321 has been allocated resources\nsrun: error: task 0 launch failed: Plugin initialization failed"
-    d = diagnose_rules([_src("slurmd.log", slurmd), _src("srun.log", srun)])
+    d = diagnose_rules([log_source("slurmd.log", slurmd), log_source("srun.log", srun)])
     assert d.reason == "file_not_found"
 
 
@@ -62,7 +53,7 @@ def test_pyxis_that_cannot_make_its_runtime_directory_is_a_missing_file() -> Non
     ],
 )
 def test_a_shell_without_a_line_number_that_finds_no_command_is_a_missing_file(line: str) -> None:
-    assert _diagnose(f"[INFO] Converting whiteouts...\n{line}\n{line}", "enroot.log") == "file_not_found"
+    assert reason_of(f"[INFO] Converting whiteouts...\n{line}\n{line}", "enroot.log") == "file_not_found"
 
 
 @pytest.mark.parametrize(
@@ -81,7 +72,7 @@ def test_a_shell_without_a_line_number_that_finds_no_command_is_a_missing_file(l
 )
 def test_container_runtimes_missing_paths_are_missing_files(line: str) -> None:
     assert (
-        _diagnose(f"INFO:    Setting --writable-tmpfs (required by nvidia-container-cli)\n{line}") == "file_not_found"
+        reason_of(f"INFO:    Setting --writable-tmpfs (required by nvidia-container-cli)\n{line}") == "file_not_found"
     )
 
 
@@ -110,7 +101,7 @@ def test_container_runtimes_missing_paths_are_missing_files(line: str) -> None:
     ],
 )
 def test_container_runtimes_other_start_up_errors_keep_their_reasons(line: str, reason: str) -> None:
-    assert _diagnose(line) == reason
+    assert reason_of(line) == reason
 
 
 # ---------------------------------------------------------------- a framework's own out-of-memory wording
@@ -125,7 +116,7 @@ Predicting DataLoader 0: 100%|██████████| 1/1 [07:08<00:00, 
 
 def test_a_frameworks_own_out_of_memory_wording_is_the_gpus_memory_when_nothing_else_failed() -> None:
     """jwohlwend/boltz#167: boltz skips the batch and exits 0 with no structure."""
-    assert _diagnose(_BOLTZ, "boltz.log") == "gpu_oom"
+    assert reason_of(_BOLTZ, "boltz.log") == "gpu_oom"
 
 
 @pytest.mark.parametrize(
@@ -141,13 +132,13 @@ def test_a_frameworks_own_out_of_memory_wording_is_the_gpus_memory_when_nothing_
     ],
 )
 def test_out_of_memory_in_frameworks_words(line: str) -> None:
-    assert _diagnose(line) == "gpu_oom"
+    assert reason_of(line) == "gpu_oom"
 
 
 def test_tensorflows_allocator_note_that_is_not_a_failure_is_not_an_oom() -> None:
     """TensorFlow's BFC allocator says when a failed allocation was not a failure: the run goes on."""
     log = "2021-01-20 15:27:02.118: W tensorflow/core/common_runtime/bfc_allocator.cc:245] Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.19GiB with freed_by_count=0. The caller indicates that this is not a failure, but may mean that there could be performance gains if more memory were available."
-    assert _diagnose(log) == "unknown"
+    assert reason_of(log) == "unknown"
 
 
 def test_a_survived_oom_before_a_different_fatal_error_is_not_the_cause() -> None:
@@ -162,7 +153,7 @@ Traceback (most recent call last):
     loss = criterion(out, batch["target"])
 KeyError: 'target'
 """
-    assert _diagnose(log) == "script_error"
+    assert reason_of(log) == "script_error"
 
 
 # ---------------------------------------------------------------- unpickling a class that moved
@@ -171,7 +162,7 @@ KeyError: 'target'
 def test_unpickling_a_class_this_version_lacks_is_a_checkpoint_load_error() -> None:
     """facebookresearch/habitat-challenge#184: a stored config names a class habitat-baselines renamed."""
     line = "AttributeError: Can't get attribute 'VectorEnvFactoryConfig' on <module 'habitat_baselines.config.default_structured_configs' from '/home/code/habitat-lab/habitat-baselines/habitat_baselines/config/default_structured_configs.py'>"
-    assert _diagnose(line) == "checkpoint_load_error"
+    assert reason_of(line) == "checkpoint_load_error"
 
 
 def test_unpickling_a_class_that_moved_inside_torch_load_is_a_checkpoint_load_error() -> None:
@@ -185,13 +176,13 @@ Traceback (most recent call last):
     return super().find_class(mod_name, name)
 AttributeError: Can't get attribute 'ResNetEncoder' on <module 'models.encoder' from '/work/models/encoder.py'>
 """
-    assert _diagnose(log) == "checkpoint_load_error"
+    assert reason_of(log) == "checkpoint_load_error"
 
 
 def test_a_spawned_worker_that_cannot_find_a_class_of_main_is_not_a_checkpoint() -> None:
     """multiprocessing's spawn (Windows, notebooks) unpickles a class defined in __main__: the script's."""
     line = "AttributeError: Can't get attribute 'MyDataset' on <module '__main__' (built-in)>"
-    assert _diagnose(line) == "script_error"
+    assert reason_of(line) == "script_error"
 
 
 # ---------------------------------------------------------------- GPU page faults in other vendors' words
@@ -209,7 +200,7 @@ def test_a_spawned_worker_that_cannot_find_a_class_of_main_is_not_a_checkpoint()
 )
 def test_a_gpu_page_fault_is_a_cuda_error_not_a_host_segfault(line: str) -> None:
     log = f"2026-05-16 11:07:13.552 INFO: Epoch 38: head: default, loss=0.0208\n{line}\nAbort was called at 288 line in file:\n/usr/src/intel-compute-runtime/shared/source/os_interface/linux/drm_neo.cpp"
-    assert _diagnose(log) == "cuda_error"
+    assert reason_of(log) == "cuda_error"
 
 
 # ---------------------------------------------------------------- NVML errors by their class names
@@ -233,7 +224,7 @@ pynvml.NVMLError_{name}: {message}
     ],
 )
 def test_nvml_errors_are_read_by_their_class_names(name: str, message: str, reason: str) -> None:
-    assert _diagnose(_NVML.format(name=name, message=message)) == reason
+    assert reason_of(_NVML.format(name=name, message=message)) == reason
 
 
 # ---------------------------------------------------------------- the CUDA libraries' older wordings
@@ -279,7 +270,7 @@ def test_nvml_errors_are_read_by_their_class_names(name: str, message: str, reas
     ],
 )
 def test_cuda_libraries_older_wordings(line: str, reason: str) -> None:
-    assert _diagnose(line) == reason
+    assert reason_of(line) == reason
 
 
 # ---------------------------------------------------------------- enroot's and pyxis's own words
@@ -319,4 +310,4 @@ def test_cuda_libraries_older_wordings(line: str, reason: str) -> None:
 )
 def test_enroot_and_pyxis_errors_in_their_own_words(line: str, reason: str) -> None:
     log = f"pyxis: importing docker image ...\n{line}\nslurmstepd: error: pyxis: couldn't start container\nsrun: error: gpu-node-1: task 0: Exited with exit code 1"
-    assert _diagnose(log, "slurm-52574.out") == reason
+    assert reason_of(log, "slurm-52574.out") == reason

@@ -12,16 +12,7 @@ from __future__ import annotations
 import pytest
 
 from gpuwatch.diagnosis.engine import diagnose_rules
-from gpuwatch.diagnosis.model import LogSource
-
-
-def _src(name: str, text: str) -> LogSource:
-    return LogSource(file=name, lines=text.strip("\n").splitlines())
-
-
-def _diagnose(text: str, name: str = "train.log") -> str:
-    return diagnose_rules([_src(name, text)]).reason
-
+from tests.gpuwatch.diagnosis.real_text import log_source, reason_of
 
 # ---------------------------------------------------------------- a plain Exception
 
@@ -45,14 +36,14 @@ Exception: Unable to unpickle data from other workers. all_gather_list requires 
 
 
 def test_a_plain_exception_raised_in_a_framework_is_a_framework_error() -> None:
-    d = diagnose_rules([_src("train.log", _FAIRSEQ_UNPICKLE)])
+    d = diagnose_rules([log_source("train.log", _FAIRSEQ_UNPICKLE)])
     assert d.reason == "framework_error"
     assert "Unable to unpickle" in d.evidence[0].text
 
 
 def test_a_plain_exception_raised_in_the_script_is_a_script_error() -> None:
     text = 'Traceback (most recent call last):\n  File "/home/me/train.py", line 40, in <module>\n    raise Exception("no samples left after filtering")\nException: no samples left after filtering'
-    assert _diagnose(text) == "script_error"
+    assert reason_of(text) == "script_error"
 
 
 def test_a_plain_exception_with_no_message_is_not_the_cause() -> None:
@@ -60,7 +51,7 @@ def test_a_plain_exception_with_no_message_is_not_the_cause() -> None:
     text = _FAIRSEQ_UNPICKLE.split("-- Process 5")[0] + (
         '-- Process 5 terminated with the following error:\nTraceback (most recent call last):\n  File "/home/me/train.py", line 88, in main\n    batch["target"]\nKeyError: \'target\''
     )
-    assert _diagnose(text) == "script_error"
+    assert reason_of(text) == "script_error"
 
 
 # ---------------------------------------------------------------- where the exception was raised
@@ -80,7 +71,7 @@ ValueError: 130000 is not in list
 
 
 def test_a_traceback_cut_at_torchs_dispatch_to_forward_does_not_blame_torch() -> None:
-    assert _diagnose(_LMFLOW_CUT) == "script_error"
+    assert reason_of(_LMFLOW_CUT) == "script_error"
 
 
 def test_the_frame_after_the_dispatch_still_decides_when_it_is_shown() -> None:
@@ -88,7 +79,7 @@ def test_the_frame_after_the_dispatch_still_decides_when_it_is_shown() -> None:
         "ValueError:",
         '  File "/data1/.conda/lmflow/lib/python3.9/site-packages/transformers/models/llama/modeling_llama.py", line 655, in forward\n    raise ValueError("130000 is not in list")\nValueError:',
     )
-    assert _diagnose(shown) == "framework_error"
+    assert reason_of(shown) == "framework_error"
 
 
 def test_an_exception_quoted_above_the_frame_that_raised_it() -> None:
@@ -98,7 +89,7 @@ TypeError: 'NoneType' object is not iterable
   File ".../transformers/modeling_utils.py", line 5841, in caching_allocator_warmup
     re.compile("|".join([re.escape(plan) for plan in model._tp_plan]))
 """
-    assert _diagnose(text) == "framework_error"
+    assert reason_of(text) == "framework_error"
 
 
 def test_frames_under_an_exception_that_lead_to_their_own_exception_are_another_traceback() -> None:
@@ -109,7 +100,7 @@ RuntimeError: step 120 failed, retrying
     main()
 KeyError: 'labels'
 """
-    assert _diagnose(text) == "script_error"
+    assert reason_of(text) == "script_error"
 
 
 @pytest.mark.parametrize(
@@ -124,12 +115,12 @@ KeyError: 'labels'
 )
 def test_code_bug_wording_inside_an_llm_training_framework_is_the_frameworks(frame: str) -> None:
     text = f'Traceback (most recent call last):\n  File "/root/train.py", line 94, in <module>\n    trainer = Trainer(args)\n{frame}\n    x = cfg["config"]\nTypeError: \'NoneType\' object is not subscriptable'
-    assert _diagnose(text) == "framework_error"
+    assert reason_of(text) == "framework_error"
 
 
 def test_code_bug_wording_inside_an_application_package_stays_the_applications() -> None:
     text = 'Traceback (most recent call last):\n  File "/usr/lib/python3/site-packages/labml_nn/transformers/train.py", line 50, in run\n    x = self.cfg["config"]\nTypeError: \'NoneType\' object is not subscriptable'
-    assert _diagnose(text) == "script_error"
+    assert reason_of(text) == "script_error"
 
 
 # ---------------------------------------------------------------- the options, not the code
@@ -146,7 +137,7 @@ def test_code_bug_wording_inside_an_application_package_stays_the_applications()
     ],
 )
 def test_a_library_refusing_a_setting_is_an_argument_error(line: str) -> None:
-    assert _diagnose(f"[INFO] building model\n{line}") == "argument_error"
+    assert reason_of(f"[INFO] building model\n{line}") == "argument_error"
 
 
 # FlagAI-Open/FlagAI#336: the usage block survived, the "error:" line under it did not; torchrun reports
@@ -160,7 +151,7 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 2) local_r
 
 
 def test_argparses_usage_block_and_exit_status_are_an_argument_error() -> None:
-    assert _diagnose(_FLAGAI_USAGE, "torchrun.log") == "argument_error"
+    assert reason_of(_FLAGAI_USAGE, "torchrun.log") == "argument_error"
 
 
 def test_exit_status_2_is_weaker_than_an_error_that_says_more() -> None:
@@ -168,7 +159,7 @@ def test_exit_status_2_is_weaker_than_an_error_that_says_more() -> None:
         "FileNotFoundError: [Errno 2] No such file or directory: '/data/aquila/tokenizer.json'\n"
         + _FLAGAI_USAGE.splitlines()[-1]
     )
-    assert _diagnose(text, "torchrun.log") == "file_not_found"
+    assert reason_of(text, "torchrun.log") == "file_not_found"
 
 
 # ---------------------------------------------------------------- data pipelines in their own words
@@ -184,7 +175,7 @@ def test_exit_status_2_is_weaker_than_an_error_that_says_more() -> None:
     ],
 )
 def test_a_data_pipelines_own_thread_or_decoder_dying_is_a_dataloader_error(text: str) -> None:
-    assert _diagnose(text) == "dataloader_error"
+    assert reason_of(text) == "dataloader_error"
 
 
 # allenai/OLMo#886: the worker's HTTP range read could not reach the data server.
@@ -199,13 +190,13 @@ OSError: [Errno 101] Network is unreachable
 
 
 def test_a_network_error_reraised_by_a_dataloader_worker_is_the_networks() -> None:
-    assert _diagnose(_OLMO_UNREACHABLE) == "network_error"
-    assert _diagnose(_OLMO_UNREACHABLE.splitlines()[1]) == "network_error"
+    assert reason_of(_OLMO_UNREACHABLE) == "network_error"
+    assert reason_of(_OLMO_UNREACHABLE.splitlines()[1]) == "network_error"
 
 
 def test_a_decode_error_reraised_by_a_dataloader_worker_stays_a_dataloader_error() -> None:
     line = "PIL.UnidentifiedImageError: Caught UnidentifiedImageError in DataLoader worker process 3."
-    assert _diagnose(line) == "dataloader_error"
+    assert reason_of(line) == "dataloader_error"
 
 
 # ---------------------------------------------------------------- files and checkpoints
@@ -221,18 +212,18 @@ def test_a_decode_error_reraised_by_a_dataloader_worker_stays_a_dataloader_error
     ],
 )
 def test_a_model_directory_without_the_file_a_library_needs_is_a_missing_file(line: str) -> None:
-    assert _diagnose(f"Training failed.\n{line}") == "file_not_found"
+    assert reason_of(f"Training failed.\n{line}") == "file_not_found"
 
 
 def test_a_checkpoint_of_another_kind_than_the_loader_expects() -> None:
     """NVlabs/LongLive#15: the LoRA stage auto-resumed from stage 1's full-model checkpoint."""
     line = "ValueError: Checkpoint logs/checkpoint_model_000200/model.pt is not a LoRA checkpoint. Found keys: ['generat or', 'critic', 'generator_optimizer', 'critic_optimizer', 'step']"
-    assert _diagnose(line) == "checkpoint_load_error"
+    assert reason_of(line) == "checkpoint_load_error"
 
 
 def test_saving_a_checkpoint_is_not_a_checkpoint_of_the_wrong_kind() -> None:
     text = "[INFO] saving checkpoint to out/ckpt-100\nKeyError: 'loss'"
-    assert _diagnose(text) == "script_error"
+    assert reason_of(text) == "script_error"
 
 
 # ---------------------------------------------------------------- native checks without their prefix
@@ -248,12 +239,12 @@ def test_saving_a_checkpoint_is_not_a_checkpoint_of_the_wrong_kind() -> None:
     ],
 )
 def test_a_native_check_or_assertion_with_no_prefix_is_a_framework_error(text: str) -> None:
-    assert _diagnose(text) == "framework_error"
+    assert reason_of(text) == "framework_error"
 
 
 def test_a_bare_check_that_names_a_connection_is_left_to_the_network() -> None:
     assert (
-        _diagnose("Check failed: error >= 0 ERROR connecting to 10.0.0.3:6170: Connection refused") == "network_error"
+        reason_of("Check failed: error >= 0 ERROR connecting to 10.0.0.3:6170: Connection refused") == "network_error"
     )
 
 
@@ -270,13 +261,13 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
 
 
 def test_a_launchers_failed_line_names_the_rank_when_no_summary_does() -> None:
-    d = diagnose_rules([_src("torchrun.log", _XCOMPOSER_ORDINAL)])
+    d = diagnose_rules([log_source("torchrun.log", _XCOMPOSER_ORDINAL)])
     assert (d.reason, d.rank) == ("argument_error", 2)
 
 
 def test_mp_spawns_process_index_names_the_rank() -> None:
     text = 'Traceback (most recent call last):\n  File "/opt/conda/lib/python3.8/site-packages/torch/multiprocessing/spawn.py", line 130, in join\n    raise ProcessExitedException(\ntorch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL'
-    d = diagnose_rules([_src("train.log", text)])
+    d = diagnose_rules([log_source("train.log", text)])
     assert (d.reason, d.rank) == ("host_oom", 1)
 
 
@@ -286,7 +277,7 @@ def test_a_summarys_root_cause_rank_outranks_the_failed_line() -> None:
         "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 1754707) of binary: /usr/bin/python\n"
         + summary
     )
-    assert diagnose_rules([_src("torchrun.log", text)]).rank == 3
+    assert diagnose_rules([log_source("torchrun.log", text)]).rank == 3
 
 
 # ---------------------------------------------------------------- second part (cases 808-814)
@@ -295,7 +286,7 @@ def test_a_summarys_root_cause_rank_outranks_the_failed_line() -> None:
 def test_a_check_in_rays_log_layout_is_a_native_abort() -> None:
     """verl-project/verl#2380: Ray's core worker, behind Ray's '(TaskRunner pid=N)' prefix."""
     text = "(TaskRunner pid=2915798) [2025-07-06 07:14:27,052 C 2915798 2915798] task_receiver.cc:219: Check failed: objects_valid"
-    assert _diagnose(text) == "framework_error"
+    assert reason_of(text) == "framework_error"
 
 
 @pytest.mark.parametrize(
@@ -307,11 +298,11 @@ def test_a_check_in_rays_log_layout_is_a_native_abort() -> None:
     ],
 )
 def test_a_cuda_librarys_status_as_a_number_is_a_cuda_error(line: str) -> None:
-    assert _diagnose(line) == "cuda_error"
+    assert reason_of(line) == "cuda_error"
 
 
 def test_cublas_allocation_failure_as_a_number_is_not_called_a_fault() -> None:
-    assert _diagnose("Error: Cublas error 3 - /src/tensors/gpu/prod.cpp:102: cublasCreate") != "cuda_error"
+    assert reason_of("Error: Cublas error 3 - /src/tensors/gpu/prod.cpp:102: cublasCreate") != "cuda_error"
 
 
 @pytest.mark.parametrize(
@@ -323,9 +314,9 @@ def test_cublas_allocation_failure_as_a_number_is_not_called_a_fault() -> None:
     ],
 )
 def test_a_service_the_run_calls_that_is_not_there_is_a_network_error(line: str) -> None:
-    assert _diagnose(f"step 51 | reward 0.31\n{line}") == "network_error"
+    assert reason_of(f"step 51 | reward 0.31\n{line}") == "network_error"
 
 
 def test_an_http_client_error_is_not_a_network_error() -> None:
     line = "requests.exceptions.HTTPError: 404 Client Error: Not Found for url: https://huggingface.co/api/models/my-org/missing"
-    assert _diagnose(line) != "network_error"
+    assert reason_of(line) != "network_error"

@@ -11,18 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwatch.diagnosis.engine import diagnose_rules
-from gpuwatch.diagnosis.model import LogSource
 from gpuwatch.diagnosis.normalize import normalize
-
-
-def _src(name: str, text: str) -> LogSource:
-    return LogSource(file=name, lines=text.strip("\n").splitlines())
-
-
-def _diagnose(text: str, name: str = "train.log") -> str:
-    return diagnose_rules([_src(name, text)]).reason
-
+from tests.gpuwatch.diagnosis.real_text import reason_of
 
 # ---------------------------------------------------------------- native crashes in other words
 
@@ -68,18 +58,18 @@ Aborted (core dumped)
 
 @pytest.mark.parametrize("text", [_NVDIFFREC_SIGFPE, _ALPHAPOSE_ZH_SEGFAULT, _SOVITS_NTSTATUS, _XLA_NON_OK_STATUS])
 def test_native_crashes_reported_in_other_words_are_framework_errors(text: str) -> None:
-    assert _diagnose(text) == "framework_error"
+    assert reason_of(text) == "framework_error"
 
 
 def test_windows_interrupt_status_is_not_a_crash() -> None:
     """STATUS_CONTROL_C_EXIT (0xC000013A) is a Ctrl-C, not a crash: mp.spawn's relay stays a weak wrapper."""
     interrupted = _SOVITS_NTSTATUS.replace("3221225620", "3221225786")
-    assert _diagnose(interrupted) == "script_error"
+    assert reason_of(interrupted) == "script_error"
 
 
 def test_a_glog_status_check_that_names_a_known_cause_is_left_to_it() -> None:
     oom = "F external/xla/xla/pjrt/gpu/se_gpu_pjrt_client.cc:521] Non-OK-status: GpuAllocator(...) status: Internal: out of memory"
-    assert _diagnose(oom) == "gpu_oom"
+    assert reason_of(oom) == "gpu_oom"
 
 
 # ---------------------------------------------------------------- more GPUs asked for than the framework sees
@@ -96,11 +86,11 @@ ValueError: To call `multi_gpu_model` with `gpus=2`, we expect the following dev
 
 
 def test_keras_that_sees_no_gpu_is_an_installation_and_fewer_gpus_the_request() -> None:
-    assert _diagnose(_KERAS_NO_GPU) == "import_error"
+    assert reason_of(_KERAS_NO_GPU) == "import_error"
     only_cpu = _KERAS_NO_GPU.replace("['/cpu:0', '/xla_cpu:0']", "['/cpu:0']")
-    assert _diagnose(only_cpu) == "import_error"
+    assert reason_of(only_cpu) == "import_error"
     one_gpu = _KERAS_NO_GPU.replace("['/cpu:0', '/xla_cpu:0']", "['/cpu:0', '/gpu:0']")
-    assert _diagnose(one_gpu) == "argument_error"
+    assert reason_of(one_gpu) == "argument_error"
 
 
 # ---------------------------------------------------------------- a layer's input of the wrong shape
@@ -123,8 +113,8 @@ def test_a_layer_input_of_the_wrong_shape_is_the_scripts(line: str) -> None:
         '  File "/home/fungus/.local/lib/python3.10/site-packages/torch/nn/modules/conv.py", line 306, in _conv_forward\n'
         "    return F.conv1d(input, weight, bias, self.stride,\n" + line
     )
-    assert _diagnose(line) == "script_error"
-    assert _diagnose(in_torch) == "script_error"
+    assert reason_of(line) == "script_error"
+    assert reason_of(in_torch) == "script_error"
 
 
 # ---------------------------------------------------------------- a CUDA kernel's assertion from a lambda
@@ -137,7 +127,7 @@ def test_a_kernel_assertion_from_a_lambda_is_the_device_side_assert() -> None:
 Train epoch 0:   0%|          | 0/31 [00:00<?, ?it/s]../aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [56,0,0], thread: [64,0,0] Assertion `index >= -sizes[i] && index < sizes[i] && "index out of bounds"` failed.
 ../aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [56,0,0], thread: [65,0,0] Assertion `index >= -sizes[i] && index < sizes[i] && "index out of bounds"` failed.
 """
-    assert _diagnose(text) == "framework_error"
+    assert reason_of(text) == "framework_error"
 
 
 # ---------------------------------------------------------------- device allocators that throw std::bad_alloc
@@ -151,11 +141,11 @@ def test_a_device_allocators_bad_alloc_is_the_gpus_memory() -> None:
     coordinate_manager._manager,
 MemoryError: std::bad_alloc: temporary_buffer::allocate: get_temporary_buffer failed
 """
-    assert _diagnose(thrust) == "gpu_oom"
+    assert reason_of(thrust) == "gpu_oom"
     # yuvalH9/UMERegRobust#6 (case 840): the CUDA status inside the bad_alloc
-    assert _diagnose("MemoryError: std::bad_alloc: cudaErrorMemoryAllocation: out of memory") == "gpu_oom"
+    assert reason_of("MemoryError: std::bad_alloc: cudaErrorMemoryAllocation: out of memory") == "gpu_oom"
     assert (
-        _diagnose("terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc")
+        reason_of("terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc")
         == "host_oom"
     )
 
@@ -175,9 +165,9 @@ Traceback (most recent call last):
     raise KeyError(key) from None
 KeyError: 'MASTER_HOST'
 """
-    assert _diagnose(text) == "argument_error"
-    assert _diagnose(text.replace("MASTER_HOST", "SLURM_PROCID")) == "argument_error"
-    assert _diagnose(text.replace("'MASTER_HOST'", "'learning_rate'")) != "argument_error"
+    assert reason_of(text) == "argument_error"
+    assert reason_of(text.replace("MASTER_HOST", "SLURM_PROCID")) == "argument_error"
+    assert reason_of(text.replace("'MASTER_HOST'", "'learning_rate'")) != "argument_error"
 
 
 # ---------------------------------------------------------------- Hydra's target that does not import
@@ -193,7 +183,7 @@ Error locating target 'sheeprl.envs.crafter.CrafterWrapper', set env var HYDRA_F
 
 Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
 """
-    assert _diagnose(text) == "import_error"
+    assert reason_of(text) == "import_error"
 
 
 # ---------------------------------------------------------------- a NaN loss in a progress bar's postfix
@@ -207,9 +197,9 @@ Train epoch 0:  78%|███████▊  | 77402/99420 [78:27:36<6:43:10,  
 
 
 def test_a_nan_loss_in_a_bars_postfix_is_divergence() -> None:
-    assert _diagnose(_YOLO_NAS_BARS) == "loss_divergence"
+    assert reason_of(_YOLO_NAS_BARS) == "loss_divergence"
     finite = _YOLO_NAS_BARS.replace("=nan", "=1.58")
-    assert _diagnose(finite) == "unknown"
+    assert reason_of(finite) == "unknown"
 
 
 def test_a_bar_reads_as_its_postfix_only_when_nothing_is_glued_after_it() -> None:

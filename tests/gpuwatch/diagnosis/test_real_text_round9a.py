@@ -13,17 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwatch.diagnosis.engine import diagnose_rules
-from gpuwatch.diagnosis.model import LogSource
-
-
-def _src(name: str, text: str) -> LogSource:
-    return LogSource(file=name, lines=text.strip("\n").splitlines())
-
-
-def _diagnose(text: str, name: str = "train.log") -> str:
-    return diagnose_rules([_src(name, text)]).reason
-
+from tests.gpuwatch.diagnosis.real_text import reason_of
 
 # ---------------------------------------------------------------- kills and crashes in other words
 
@@ -38,11 +28,11 @@ Processus arrêté
 
 
 def test_the_shells_kill_in_other_locales_is_host_memory() -> None:
-    assert _diagnose(_NERFSTUDIO_FR_KILLED) == "host_oom"
-    assert _diagnose(_NERFSTUDIO_FR_KILLED.replace("Processus arrêté", "Getötet")) == "host_oom"
-    assert _diagnose("train.sh: ligne 12: 48213 Processus arrêté        python train.py") == "host_oom"
+    assert reason_of(_NERFSTUDIO_FR_KILLED) == "host_oom"
+    assert reason_of(_NERFSTUDIO_FR_KILLED.replace("Processus arrêté", "Getötet")) == "host_oom"
+    assert reason_of("train.sh: ligne 12: 48213 Processus arrêté        python train.py") == "host_oom"
     # the words inside a sentence are not the shell's report
-    assert _diagnose("Le processus arrêté par l'utilisateur a été relancé") == "unknown"
+    assert reason_of("Le processus arrêté par l'utilisateur a été relancé") == "unknown"
 
 
 # Xiaoxun-Gong/DeepH-E3#1 (case 876): the run under gdb, which reports the segfault in its own words.
@@ -57,8 +47,8 @@ Thread 1 "python" received signal SIGSEGV, Segmentation fault.
 
 
 def test_a_crash_a_debugger_reports_is_a_native_crash() -> None:
-    assert _diagnose(_DEEPH_GDB) == "framework_error"
-    assert _diagnose("Program received signal SIGABRT, Aborted.") == "framework_error"
+    assert reason_of(_DEEPH_GDB) == "framework_error"
+    assert reason_of("Program received signal SIGABRT, Aborted.") == "framework_error"
 
 
 # meituan/YOLOv6#535 (case 865): a Windows build of torch names no kernel function before "block:", and
@@ -71,7 +61,7 @@ C:\\cb\\pytorch_1000000000000\\work\\aten\\src\\ATen\\native\\cuda\\Loss.cu:115:
 
 
 def test_a_kernel_assertion_without_the_kernels_name_is_the_device_side_assert() -> None:
-    assert _diagnose(_YOLOV6_WINDOWS_ASSERT) == "framework_error"
+    assert reason_of(_YOLOV6_WINDOWS_ASSERT) == "framework_error"
 
 
 # ---------------------------------------------------------------- memory and builds in other libraries' words
@@ -88,7 +78,7 @@ Failed to read counts: An error happened during execution
 
 
 def test_device_memory_that_a_gpu_api_cannot_reserve_is_gpu_oom() -> None:
-    assert _diagnose(_BRUSH_RESERVE) == "gpu_oom"
+    assert reason_of(_BRUSH_RESERVE) == "gpu_oom"
 
 
 # SxJyJay/MSMDFusion#32 (case 879): a prebuilt spconv without the GPU's architecture; torch's own warning
@@ -101,11 +91,11 @@ SPCONV_DEBUG_SAVE_PATH not found, you can specify SPCONV_DEBUG_SAVE_PATH as debu
 
 
 def test_a_binary_built_without_the_gpus_architecture_is_an_installation() -> None:
-    assert _diagnose(_SPCONV_ARCH) == "import_error"
+    assert reason_of(_SPCONV_ARCH) == "import_error"
     torch_warning = (
         "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation."
     )
-    assert _diagnose(torch_warning) == "import_error"
+    assert reason_of(torch_warning) == "import_error"
 
 
 # ---------------------------------------------------------------- Hydra
@@ -129,7 +119,7 @@ Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
 
 @pytest.mark.parametrize("text", [_DORA_OVERRIDE, _FISH_LEXER])
 def test_overrides_hydra_refuses_are_the_options(text: str) -> None:
-    assert _diagnose(text) == "argument_error"
+    assert reason_of(text) == "argument_error"
 
 
 # robot-learning-freiburg/PointFlowMatch#7 (case 858): Hydra's instantiate writes the exception it caught
@@ -145,10 +135,10 @@ Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
 
 
 def test_an_exception_written_as_its_repr_is_read_as_one() -> None:
-    assert _diagnose(_HYDRA_CALL_TARGET) == "script_error"
-    assert _diagnose('RuntimeError("CUDA error: an illegal memory access was encountered")') == "cuda_error"
+    assert reason_of(_HYDRA_CALL_TARGET) == "script_error"
+    assert reason_of('RuntimeError("CUDA error: an illegal memory access was encountered")') == "cuda_error"
     # a call in code is not an exception's repr
-    assert _diagnose('    raise ValueError("batch size must be positive")') == "unknown"
+    assert reason_of('    raise ValueError("batch size must be positive")') == "unknown"
 
 
 # phineas-pta/speech-synthesis-ngngngan#3 (case 878): Hydra's _locate cannot resolve the target; the
@@ -164,9 +154,9 @@ During handling of the above exception, another exception occurred:
 
 
 def test_a_target_hydra_cannot_locate_is_an_import_error() -> None:
-    assert _diagnose(_HYDRA_LOCATE) == "import_error"
+    assert reason_of(_HYDRA_LOCATE) == "import_error"
     elsewhere = _HYDRA_LOCATE.replace("in _locate", "in instantiate")
-    assert _diagnose(elsewhere) != "import_error"
+    assert reason_of(elsewhere) != "import_error"
 
 
 # ---------------------------------------------------------------- the launch and the options
@@ -181,9 +171,9 @@ AssertionError
 
 
 def test_a_scripts_assertion_on_the_gpu_count_is_the_launch() -> None:
-    assert _diagnose(_BYTETRACK_GPU_COUNT) == "argument_error"
+    assert reason_of(_BYTETRACK_GPU_COUNT) == "argument_error"
     other = _BYTETRACK_GPU_COUNT.replace("num_gpu <= torch.cuda.device_count()", "len(batch) == num_gpu")
-    assert _diagnose(other) == "script_error"
+    assert reason_of(other) == "script_error"
 
 
 # thangvubk/SoftGroup#56 (case 880): torchrun's error handler records its own refusal in JSON.
@@ -196,7 +186,7 @@ ERROR:torch.distributed.elastic.multiprocessing.errors.error_handler:{
 
 
 def test_torchrun_refusing_its_own_option_is_the_launch() -> None:
-    assert _diagnose(_TORCHRUN_NPROC) == "argument_error"
+    assert reason_of(_TORCHRUN_NPROC) == "argument_error"
 
 
 # mani-skill/ManiSkill#79 (case 874): a library refusing an option and listing the ones it supports.
@@ -207,7 +197,7 @@ AssertionError: pd_joint_delta_pos not in supported modes: ['base_pd_joint_vel_a
 
 
 def test_a_value_not_in_the_supported_list_is_the_options() -> None:
-    assert _diagnose(_MANISKILL_MODES) == "argument_error"
+    assert reason_of(_MANISKILL_MODES) == "argument_error"
 
 
 # ---------------------------------------------------------------- data, divergence and whose code
@@ -224,7 +214,7 @@ RuntimeError                              Traceback (most recent call last)
 
 
 def test_a_collate_error_outside_a_worker_is_the_data() -> None:
-    assert _diagnose(_TROCR_COLLATE) == "dataloader_error"
+    assert reason_of(_TROCR_COLLATE) == "dataloader_error"
 
 
 # unitreerobotics/unitree_rl_lab#24 (case 861): after 4 hours of PPO the policy's std is no number.
@@ -238,9 +228,9 @@ RuntimeError: normal expects all elements of std >= 0.0
 
 
 def test_distribution_parameters_that_went_nan_are_divergence() -> None:
-    assert _diagnose(_RSL_RL_STD) == "loss_divergence"
+    assert reason_of(_RSL_RL_STD) == "loss_divergence"
     assert (
-        _diagnose("RuntimeError: probability tensor contains either `inf`, `nan` or element < 0") == "loss_divergence"
+        reason_of("RuntimeError: probability tensor contains either `inf`, `nan` or element < 0") == "loss_divergence"
     )
 
 
@@ -257,9 +247,9 @@ AttributeError: 'SemanticSegmentation' object has no attribute 'cfg_tb'
 
 
 def test_an_attribute_an_application_packages_object_never_had_is_the_scripts() -> None:
-    assert _diagnose(_OPEN3D_CFG_TB) == "script_error"
+    assert reason_of(_OPEN3D_CFG_TB) == "script_error"
     in_torch = _OPEN3D_CFG_TB.replace("site-packages/open3d/_ml3d/torch/pipelines", "site-packages/torch/nn/modules")
-    assert _diagnose(in_torch) == "framework_error"
+    assert reason_of(in_torch) == "framework_error"
 
 
 # ---------------------------------------------------------------- measured after the fixes (cases 881-882)
@@ -275,4 +265,4 @@ _MULTINERF_CAPTURE = "ValueError: INTERNAL: Failed to execute XLA Runtime execut
 
 @pytest.mark.parametrize("text", [_MULTINERF_GRAPH, _MULTINERF_CAPTURE])
 def test_a_cuda_graphs_driver_status_is_a_cuda_error(text: str) -> None:
-    assert _diagnose(text) == "cuda_error"
+    assert reason_of(text) == "cuda_error"

@@ -12,17 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwatch.diagnosis.engine import diagnose_rules
-from gpuwatch.diagnosis.model import LogSource
-
-
-def _src(name: str, text: str) -> LogSource:
-    return LogSource(file=name, lines=text.strip("\n").splitlines())
-
-
-def _diagnose(text: str, name: str = "train.log") -> str:
-    return diagnose_rules([_src(name, text)]).reason
-
+from tests.gpuwatch.diagnosis.real_text import reason_of
 
 # ---------------------------------------------------------------- where an exception was raised
 
@@ -76,12 +66,12 @@ ValueError: could not broadcast input array from shape (12600) into shape (2870)
 
 
 def test_an_ipython8_frame_says_where_an_exception_was_raised() -> None:
-    assert _diagnose(_MERLIN_IPYTHON8, "notebook.log") == "framework_error"
-    assert _diagnose(_CELL_ONLY, "notebook.log") == "script_error"
+    assert reason_of(_MERLIN_IPYTHON8, "notebook.log") == "framework_error"
+    assert reason_of(_CELL_ONLY, "notebook.log") == "script_error"
 
 
 def test_a_snapshot_that_does_not_fit_chainers_serializer_is_the_checkpoints() -> None:
-    assert _diagnose(_CHAINER_RESUME) == "checkpoint_load_error"
+    assert reason_of(_CHAINER_RESUME) == "checkpoint_load_error"
 
 
 # ---------------------------------------------------------------- native libraries in their own words
@@ -108,20 +98,20 @@ Traceback (most recent call last):
   File "_catboost.pyx", line 862, in _catboost._CatBoost._train
 {line}
 """
-    assert _diagnose(text) == "framework_error"
-    assert _diagnose(line) == "framework_error"  # a report's last line alone
+    assert reason_of(text) == "framework_error"
+    assert reason_of(line) == "framework_error"  # a report's last line alone
 
 
 def test_a_native_location_leaves_a_known_cause_to_its_rule() -> None:
     # a CUDA error, an allocation failure or a cuSPARSE status behind a source location keeps its reason
     assert (
-        _diagnose("RuntimeError: /opt/src/kernels/gather.cu:88: CUDA error: an illegal memory access was encountered")
+        reason_of("RuntimeError: /opt/src/kernels/gather.cu:88: CUDA error: an illegal memory access was encountered")
         == "cuda_error"
     )
-    assert _diagnose("RuntimeError: /opt/src/alloc.cpp:41: CUDA out of memory. Tried to allocate 2.00 GiB") == "gpu_oom"
+    assert reason_of("RuntimeError: /opt/src/alloc.cpp:41: CUDA out of memory. Tried to allocate 2.00 GiB") == "gpu_oom"
     # dmlc/dgl#1125 (case 895): a failed check on cuSPARSE's status is the CUDA library's error
     assert (
-        _diagnose(
+        reason_of(
             "dgl._ffi.base.DGLError: [15:28:59] /home/byli/dgl/src/kernel/cuda/binary_reduce_sum.cu:107: Check failed: e == CUSPARSE_STATUS_SUCCESS: CUSPARSE ERROR"
         )
         == "cuda_error"
@@ -141,7 +131,7 @@ PC: @                0x0 (unknown)
 
 
 def test_glogs_handler_for_other_signals_is_a_reported_crash() -> None:
-    assert _diagnose(_PADDLE_SIGFPE) == "framework_error"
+    assert reason_of(_PADDLE_SIGFPE) == "framework_error"
 
 
 # ---------------------------------------------------------------- no GPU to use
@@ -168,7 +158,7 @@ Jan 12, 2020, 3:46:01 PM	WARNING	2020-01-12 14:46:01.536588: E tensorflow/stream
     ],
 )
 def test_no_gpu_to_use_is_an_installation(text: str) -> None:
-    assert _diagnose(text) == "import_error"
+    assert reason_of(text) == "import_error"
 
 
 def test_a_gpu_that_fell_off_the_bus_outranks_no_device() -> None:
@@ -176,7 +166,7 @@ def test_a_gpu_that_fell_off_the_bus_outranks_no_device() -> None:
 [ 8823.118271] NVRM: Xid (PCI:0000:3b:00): 79, pid=4122, GPU has fallen off the bus.
 RuntimeError: CUDA error: no CUDA-capable device is detected
 """
-    assert _diagnose(text) == "gpu_hardware"
+    assert reason_of(text) == "gpu_hardware"
 
 
 # ---------------------------------------------------------------- a setting the library refuses
@@ -194,12 +184,12 @@ RuntimeError: CUDA error: no CUDA-capable device is detected
     ],
 )
 def test_a_setting_the_library_refuses_is_the_launchs(line: str) -> None:
-    assert _diagnose(line) == "argument_error"
+    assert reason_of(line) == "argument_error"
 
 
 def test_an_enum_word_inside_a_longer_message_is_not_a_refused_setting() -> None:
     # only Enum's own sentence, the whole message, reads as a refused value
-    assert _diagnose("ValueError: input 'x' is not a valid Tensor shape for this layer: got (3, 4)") == "script_error"
+    assert reason_of("ValueError: input 'x' is not a valid Tensor shape for this layer: got (3, 4)") == "script_error"
 
 
 # ---------------------------------------------------------------- input pipelines, memory and paths
@@ -239,8 +229,8 @@ _HUGECTR_HEADER = """
 
 
 def test_input_pipelines_in_their_own_words_are_the_data_loaders() -> None:
-    assert _diagnose(_SLEAP_PYFUNC) == "dataloader_error"
-    assert _diagnose(_HUGECTR_HEADER) == "dataloader_error"
+    assert reason_of(_SLEAP_PYFUNC) == "dataloader_error"
+    assert reason_of(_HUGECTR_HEADER) == "dataloader_error"
 
 
 def test_the_mps_allocator_refusing_a_buffer_is_the_devices_memory() -> None:
@@ -250,10 +240,10 @@ GPU available: True (mps), used: True
 Epoch 0:   0%|          | 0/1 [00:00<?, ?it/s]
 RuntimeError: Invalid buffer size: 17.62 GB
 """
-    assert _diagnose(text) == "gpu_oom"
+    assert reason_of(text) == "gpu_oom"
 
 
 def test_a_path_a_cxx_program_cannot_open_is_the_paths() -> None:
     # catboost/catboost#161 (case 903): the OS's reason printed in the wrong code page
     line = '(class TFileError) (╤шёЄхьх эх єфрхЄё  эрщЄш єърчрээ√щ яєЄ№.) st/util/system/file.cpp:613: can\'t open "/tmp/cat_feature_index.80757456-e083f953-24561154-2.tmp" with mode CreateAlways|WrOnly|Seq (0x00000034)'
-    assert _diagnose(line) == "file_not_found"
+    assert reason_of(line) == "file_not_found"

@@ -10,18 +10,8 @@ from __future__ import annotations
 import pytest
 
 from gpuwatch.diagnosis.engine import diagnose_rules
-from gpuwatch.diagnosis.model import LogSource
 from gpuwatch.diagnosis.normalize import normalize
-
-
-def _src(name: str, text: str, **kw: object) -> LogSource:
-    return LogSource(file=name, lines=text.strip("\n").splitlines(), **kw)  # type: ignore[arg-type]
-
-
-def _diagnose(text: str, name: str = "train.log") -> tuple[str, str | None]:
-    d = diagnose_rules([_src(name, text)])
-    return d.reason, d.rule_id
-
+from tests.gpuwatch.diagnosis.real_text import log_source, reason_and_rule
 
 # ---------------------------------------------------------------- per-line prefixes
 
@@ -51,13 +41,13 @@ _TRACEBACK = [
 )
 def test_a_traceback_is_read_behind_a_prefix_on_every_line(prefix: str) -> None:
     text = "\n".join(prefix + line for line in _TRACEBACK)
-    assert _diagnose(text) == ("script_error", "exception-ValueError")
+    assert reason_and_rule(text) == ("script_error", "exception-ValueError")
 
 
 def test_a_prefix_whose_digits_change_from_line_to_line_is_still_one_prefix() -> None:
     """A sequence number or a clock the timestamp pattern does not know: same shape, other digits."""
     lines = [f"seq={n:04d} t=12:{n:02d} {line}" for n, line in enumerate(_TRACEBACK, 7)]
-    assert _diagnose("\n".join(lines)) == ("script_error", "exception-ValueError")
+    assert reason_and_rule("\n".join(lines)) == ("script_error", "exception-ValueError")
 
 
 def test_an_ipython_header_is_not_taken_for_a_prefix() -> None:
@@ -69,7 +59,7 @@ ZeroDivisionError                         Traceback (most recent call last)
 ----> 1 1 / 0
 ZeroDivisionError: division by zero
 """
-    assert _diagnose(text) == ("script_error", "exception-ZeroDivisionError")
+    assert reason_and_rule(text) == ("script_error", "exception-ZeroDivisionError")
 
 
 def test_vertex_ai_workerpool_prefix_hides_no_traceback() -> None:
@@ -84,7 +74,7 @@ def test_vertex_ai_workerpool_prefix_hides_no_traceback() -> None:
 2022-08-03T06:42:13.917Z workerpool0-0 ValueError: Please provide a TPU Name to connect to.
 2022-08-03T06:42:45.490Z service The replica workerpool0-0 exited with a non-zero status of 1.
 """
-    reason, _ = _diagnose(text)
+    reason, _ = reason_and_rule(text)
     assert reason != "unknown"
 
 
@@ -132,7 +122,7 @@ def test_a_framework_run_from_its_source_tree_is_still_the_framework() -> None:
 2022-10-13 12:51:44.930 CEST  all_metrics, _ = evaluator.evaluate(
 2022-10-13 12:51:44.934 CEST ValueError: too many values to unpack (expected 2)
 """
-    assert _diagnose(text) == ("framework_error", "exception-ValueError")
+    assert reason_and_rule(text) == ("framework_error", "exception-ValueError")
 
 
 # ---------------------------------------------------------------- wrappers that only point elsewhere
@@ -151,19 +141,19 @@ ExitCode 1
 def test_a_cloud_sdk_wrapper_does_not_outrank_the_job_log() -> None:
     """Lightning-AI/pytorch-lightning#20409: the notebook's UnexpectedStatusException only says the
     SageMaker job failed; the job's own log says how (here a kill the shell reports)."""
-    job = _src(
+    job = log_source(
         "training-job.log",
         """
 [1,mpirank:0,algo-1]<stdout>:Epoch 0:  99%|█████████▉| 2988/3000 [05:41<00:01,  8.75it/s, v_num=0, train_loss=2.310]
 /opt/ml/code/train.sh: line 12:   341 Killed                  python s4_mod_pl_cloud_01.py
 """,
     )
-    d = diagnose_rules([_src("notebook.log", _SAGEMAKER_NOTEBOOK), job])
+    d = diagnose_rules([log_source("notebook.log", _SAGEMAKER_NOTEBOOK), job])
     assert d.reason == "host_oom"
 
 
 def test_a_cloud_sdk_wrapper_alone_is_a_weak_answer() -> None:
-    d = diagnose_rules([_src("notebook.log", _SAGEMAKER_NOTEBOOK)])
+    d = diagnose_rules([log_source("notebook.log", _SAGEMAKER_NOTEBOOK)])
     assert d.rule_id == "wrapper-remote-job-failed"
     assert d.confidence < 0.7  # the LLM analyser, when configured, is asked
 
@@ -185,7 +175,7 @@ def test_a_cloud_sdk_wrapper_alone_is_a_weak_answer() -> None:
     ],
 )
 def test_wrappers_of_other_processes_failures_are_cascades(line: str) -> None:
-    d = diagnose_rules([_src("client.log", line)])
+    d = diagnose_rules([log_source("client.log", line)])
     assert (d.rule_id, d.confidence < 0.7) == ("wrapper-remote-job-failed", True)
 
 
@@ -220,12 +210,12 @@ Traceback (most recent call last):
     ],
 )
 def test_cuda_library_failures_are_cuda_errors_wherever_raised(message: str) -> None:
-    assert _diagnose(_in_torch(message))[0] == "cuda_error"
+    assert reason_and_rule(_in_torch(message))[0] == "cuda_error"
 
 
 def test_cuda_library_out_of_memory_stays_gpu_oom() -> None:
     assert (
-        _diagnose(
+        reason_and_rule(
             _in_torch("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")
         )[0]
         == "gpu_oom"
@@ -252,7 +242,7 @@ def test_cuda_library_out_of_memory_stays_gpu_oom() -> None:
     ],
 )
 def test_the_dynamic_loader_refusing_a_library_is_an_installation_problem(message: str) -> None:
-    assert _diagnose(_in_torch(message))[0] == "import_error"
+    assert reason_and_rule(_in_torch(message))[0] == "import_error"
 
 
 def test_bitsandbytes_cpu_build_then_a_bare_missing_kernel() -> None:
@@ -263,7 +253,7 @@ C:\AI\OneTrainer\venv\lib\site-packages\bitsandbytes\cextension.py:34: UserWarni
   warn("The installed version of bitsandbytes was compiled without GPU support. "
 function 'cadam32bit_grad_fp32' not found
 """
-    assert _diagnose(text)[0] == "import_error"
+    assert reason_and_rule(text)[0] == "import_error"
 
 
 # ---------------------------------------------------------------- builds that do not fit the GPU
@@ -281,7 +271,7 @@ function 'cadam32bit_grad_fp32' not found
     ],
 )
 def test_a_build_that_does_not_fit_the_gpu_is_an_installation_problem(message: str) -> None:
-    assert _diagnose(_in_torch(message))[0] == "import_error"
+    assert reason_and_rule(_in_torch(message))[0] == "import_error"
 
 
 def test_no_kernel_image_inside_a_nextflow_command_error_block() -> None:
@@ -298,7 +288,7 @@ Command error:
 
   Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
 """
-    assert _diagnose(text)[0] == "import_error"
+    assert reason_and_rule(text)[0] == "import_error"
 
 
 # ---------------------------------------------------------------- the launch or the request, not the code
@@ -323,7 +313,7 @@ Traceback (most recent call last):
     raise _env_error(env_var)
 {message}
 """
-    assert _diagnose(text)[0] == "argument_error"
+    assert reason_and_rule(text)[0] == "argument_error"
 
 
 def test_a_cloud_api_refusing_the_jobs_request_is_an_argument_error() -> None:
@@ -344,7 +334,7 @@ InvalidArgument                           Traceback (most recent call last)
 
 InvalidArgument: 400 Accelerator "NVIDIA_TESLA_K80" is not supported for machine type "n1-standard-4"
 """
-    assert _diagnose(text)[0] == "argument_error"
+    assert reason_and_rule(text)[0] == "argument_error"
 
 
 @pytest.mark.parametrize(
@@ -356,7 +346,7 @@ InvalidArgument: 400 Accelerator "NVIDIA_TESLA_K80" is not supported for machine
     ],
 )
 def test_cloud_request_refusals(message: str) -> None:
-    assert _diagnose(message)[0] == "argument_error"
+    assert reason_and_rule(message)[0] == "argument_error"
 
 
 @pytest.mark.parametrize(
@@ -374,7 +364,7 @@ Traceback (most recent call last):
     out, q, k, v, out_padded, softmax_lse, S_dmask, rng_state = flash_attn_cuda.fwd(
 {message}
 """
-    assert _diagnose(text)[0] == "argument_error"
+    assert reason_and_rule(text)[0] == "argument_error"
 
 
 # ---------------------------------------------------------------- storage, NCCL's words, native crashes
@@ -390,7 +380,7 @@ All 10 retry attempts failed. The last failure: Unavailable: Error executing an 
          when resuming upload gs://prot-transformers-eu/t5/models/uniref100/large/model.ckpt-60_temp_838179b3efeb4ecb90a79af73c170014/
          [[node save/SaveV2_1 (defined at /site-packages/mesh_tensorflow/transformer/utils.py:720) ]]
 """
-    assert _diagnose(text)[0] == "storage_error"
+    assert reason_and_rule(text)[0] == "storage_error"
 
 
 def test_tensorflows_root_errors_are_read_in_their_details() -> None:
@@ -408,7 +398,7 @@ tensorflow.python.framework.errors_impl.InternalError: 2 root error(s) found.
          [[node Adam/NcclAllReduce (defined at workspace/gpu_tests/test_gpus.py:60) ]]
 0 successful operations.
 """
-    assert _diagnose(text)[0] == "nccl_error"
+    assert reason_and_rule(text)[0] == "nccl_error"
 
 
 @pytest.mark.parametrize(
@@ -425,7 +415,7 @@ tensorflow.python.framework.errors_impl.InternalError: 2 root error(s) found.
     ],
 )
 def test_native_crashes_reported_by_python_or_the_shell(lines: list[str]) -> None:
-    assert _diagnose("\n".join(lines))[0] == "framework_error"
+    assert reason_and_rule("\n".join(lines))[0] == "framework_error"
 
 
 # ---------------------------------------------------------------- a node that rebooted under the run
@@ -442,7 +432,7 @@ Jan 31 18:04:25 thot systemd-modules-load[1291]: Inserted module 'parport_pc'
 def test_a_boot_after_the_runs_last_line_is_the_node_failing() -> None:
     """vllm-project/vllm#2692: generation runs, and three minutes later the next syslog line is the boot's
     module loading; no error was written."""
-    d = diagnose_rules([_src("syslog", _VLLM_SYSLOG, node="thot")])
+    d = diagnose_rules([log_source("syslog", _VLLM_SYSLOG, node="thot")])
     assert (d.reason, d.rule_id, d.node) == ("node_failure", "host-rebooted", "thot")
 
 
@@ -458,7 +448,7 @@ def test_a_boot_after_the_runs_last_line_is_the_node_failing() -> None:
     ],
 )
 def test_boots_that_are_not_the_run_ending(text: str) -> None:
-    assert diagnose_rules([_src("syslog", text)]).rule_id != "host-rebooted"
+    assert diagnose_rules([log_source("syslog", text)]).rule_id != "host-rebooted"
 
 
 @pytest.mark.parametrize(
@@ -471,7 +461,7 @@ def test_boots_that_are_not_the_run_ending(text: str) -> None:
     ],
 )
 def test_other_forms_of_a_reboot(text: str) -> None:
-    assert diagnose_rules([_src("kern.log", text)]).rule_id == "host-rebooted"
+    assert diagnose_rules([log_source("kern.log", text)]).rule_id == "host-rebooted"
 
 
 def test_an_error_before_the_reboot_outranks_it() -> None:
@@ -480,7 +470,7 @@ def test_an_error_before_the_reboot_outranks_it() -> None:
         "Jan 31 18:01:03 thot python3.10[2761]: RuntimeError: CUDA error: an illegal memory access was encountered\nJan 31 18:04:25 thot systemd-modules-load",
         1,
     )
-    assert diagnose_rules([_src("syslog", text)]).reason == "cuda_error"
+    assert diagnose_rules([log_source("syslog", text)]).reason == "cuda_error"
 
 
 @pytest.mark.parametrize(
@@ -512,7 +502,7 @@ Traceback (most recent call last):
     job.run()
 {message}
 """
-    assert _diagnose(text)[0] == reason
+    assert reason_and_rule(text)[0] == reason
 
 
 def test_a_progress_line_inside_a_traceback_is_not_an_exception() -> None:
@@ -523,7 +513,7 @@ Epoch: 100 | loss 2.3
     main()
 ValueError: bad value
 """
-    assert _diagnose(text) == ("script_error", "exception-ValueError")
+    assert reason_and_rule(text) == ("script_error", "exception-ValueError")
 
 
 def test_a_spawned_processs_own_error_outranks_the_spawn_wrapper() -> None:
@@ -540,7 +530,7 @@ torch.multiprocessing.spawn.ProcessRaisedException:
 -- Process 2 terminated with the following error:
 Killed
 """
-    assert _diagnose(text)[0] == "host_oom"
+    assert reason_and_rule(text)[0] == "host_oom"
 
 
 @pytest.mark.parametrize(
