@@ -197,6 +197,23 @@ def _application_bug(name: str, msg: str, frame: str) -> bool:
     return m is not None and _FRAMEWORK_PACKAGE.fullmatch(m.group("pkg").lower()) is None
 
 
+# A layer's input of the wrong shape (the layer-input-shape rule: "mat1 and mat2 shapes cannot be multiplied",
+# "expected input[...] to have 33 channels") is its caller's: the frame that called the torch op, torch's own
+# frames (its modules' forward, F.conv2d's wrappers) passed over. The script's when that caller is the
+# script's or the model's; a framework's when a framework's own code called it (round 12A: peft's LoRA layer
+# calling F.linear on a weight ZeRO had partitioned, case 1086), as the labelling rules say.
+_CALLER_SHAPE_RULES = frozenset({"layer-input-shape"})
+_TORCH_OWN_FRAME = re.compile(r"[\\/]torch[\\/]")
+
+
+def _framework_caller(frame: str) -> bool:
+    """A frame of a framework's own code (not torch's, which `_TORCH_OWN_FRAME` passes over)."""
+    if _FRAMEWORK_PATH.search(frame) is None:
+        return False
+    m = _INSTALLED_PACKAGE.search(frame)
+    return m is None or _FRAMEWORK_PACKAGE.fullmatch(m.group("pkg").lower()) is not None
+
+
 # With no frame to tell where it was raised, the type decides as the taxonomy's evidence does:
 # RuntimeError and AssertionError are framework errors, the other types script errors.
 _FRAMEWORK_TYPES = frozenset({"RuntimeError", "AssertionError"})
@@ -488,6 +505,7 @@ class _Scanner:
         locating = False  # the last frame is Hydra's _locate
         by_index = False  # a frame of NVML's device lookup by index was passed
         code: str | None = None  # the source line under the last frame
+        op_caller: str | None = None  # the last frame that is not torch's own
         after_frame = False
         for j in range(first, i + _MAX_TRACEBACK):
             line = view.get(j)
@@ -498,6 +516,8 @@ class _Scanner:
             frame = _FRAME.match(text)
             if frame:
                 caller, last_frame = last_frame, _frame_path(frame)
+                if not _TORCH_OWN_FRAME.search(last_frame):
+                    op_caller = last_frame
                 if _RERAISE_FRAME.search(text):
                     last_frame = None
                 lookup = _LOOKUP_FRAME.search(text) is not None
@@ -529,7 +549,16 @@ class _Scanner:
                     if frame_of is not None and _DISPATCH_FRAME.search(frame_of) and _DISPATCH_CODE.match(code or ""):
                         frame_of = None  # cut after torch's dispatch to forward: the raising frame is not shown
                     self._exception(
-                        j, line, text, rank, exc, frame_of, loading, from_loader=from_loader, from_worker=from_worker
+                        j,
+                        line,
+                        text,
+                        rank,
+                        exc,
+                        frame_of,
+                        loading,
+                        from_loader=from_loader,
+                        from_worker=from_worker,
+                        op_caller=op_caller,
                     )
                 return j + 1
             if after_frame and not _TRACEBACK_BODY.match(text):
@@ -608,6 +637,7 @@ class _Scanner:
         from_worker: bool = False,
         severity: str = "fatal",
         alone: bool = False,
+        op_caller: str | None = None,
     ) -> None:
         """A traceback's final exception (``severity`` fatal), or an exception line met ``alone``, with no
         traceback (error: a rule that knows its message says how bad it is; by its type, a warning)."""
@@ -616,6 +646,13 @@ class _Scanner:
         if from_loader and (name in _LOADER_EXCEPTIONS or _RAN_DRY.search(msg)):
             # The loop's iterator failed: a worker that went away, a dataset generator run dry.
             self._add(i, raw, rank, "dataloader_error", "root", 0.7, 58, f"loader-{name}", _severity("error", severity))
+            return
+        if (
+            op_caller is not None
+            and _framework_caller(op_caller)
+            and any(rule.id in _CALLER_SHAPE_RULES for rule, _ in self.rules.match_at(text))
+        ):
+            self._add(i, raw, rank, "framework_error", "root", 0.75, 51, "layer-input-shape-in-framework", severity)
             return
         if self._line(i, raw, text, rank, severity):
             return  # the message itself says what happened (CUDA error, NCCL error, OOM, ...)
