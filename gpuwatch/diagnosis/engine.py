@@ -845,6 +845,14 @@ def _weigh(
         after_divergence = any(d.evidence.line <= c.evidence.line and _same_process(d, c) for d in diverged)
         if c.role == "root" and c.reason == "cuda_error" and c.evidence.line > 0 and after_divergence:
             out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} (after the loss diverged)")
+    # Round 12B: a kernel that failed its own assertion leaves the CUDA context broken, and the next kernel's
+    # call fails with a CUDA or cuDNN error: in one process, that fault is the assertion's consequence
+    # (PaddleSeg's label assertion, then CUDNN_STATUS_EXECUTION_FAILED, case 1125).
+    asserted = [c for c in out if c.role == "root" and c.rule_id == "cuda-device-assert" and c.evidence.line > 0]
+    for k, c in enumerate(out):
+        after_assert = any(a.evidence.line < c.evidence.line and _same_process(a, c) for a in asserted)
+        if c.role == "root" and c.reason == "cuda_error" and c.evidence.line > 0 and after_assert:
+            out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} (after a kernel assertion)")
     return out
 
 
