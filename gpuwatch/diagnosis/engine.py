@@ -65,6 +65,27 @@ _EXCEPTION = re.compile(
     r"(?::\s?(?P<msg>.*))?$"
 )
 
+# Round 13B: Julia's account of an uncaught exception (NeuralOperators.jl training on CUDA arrays, case 1227):
+# "ERROR: [LoadError: ]MethodError: ..." and, after the message (a MethodError lists its candidate methods),
+# "Stacktrace:" with the innermost frame first, each "[1] f(...)" over "@ Module path:line" (Julia 1.6 and
+# later) or "[1] f(...) at path:line" (before, when the error was also written as its repr:
+# 'DimensionMismatch("A has dimensions ...")'). Only a "Stacktrace:" makes the line Julia's: a Python
+# logger's "ERROR: RuntimeError: ..." stays a logged line. (normalize() takes "ERROR: " off as a level.)
+_JULIA_ERROR = re.compile(
+    r"^(?:ERROR: )?(?:LoadError: )*(?P<type>(?:[A-Z]\w*\.)*[A-Z]\w*(?:Error|Exception|Mismatch))"
+    r"(?:: ?(?P<msg>.*)|\((?P<args>.*)\))?$"
+)
+_JULIA_STACKTRACE = re.compile(r"^\s*Stacktrace:\s*$")
+_JULIA_FRAME = re.compile(
+    r"^\s*(?:\[\d+\] .*? at (?P<old>\S+?):\d+|@ (?:(?P<module>[\w.]+) )?(?P<path>\S+?):\d+(?: \[inlined\])?)\s*$"
+)
+_JULIA_FRAME_HEAD = re.compile(r"^\s*\[\d+\] |^\s*⋮|^\s*\.\.\.|^\s*$")
+# The language's own frames (Base, Core, the standard libraries shipped with Julia), passed over as torch's
+# own frames are for a torch op: the first frame past them says whose code called.
+_JULIA_OWN = re.compile(r"^(?:Base|Core)(?:\.|$)|^\./|[\\/]share[\\/]julia[\\/]|[\\/]julia[\\/](?:base|stdlib)[\\/]")
+# Julia's installed packages, the counterpart of site-packages.
+_JULIA_PACKAGE = re.compile(r"[\\/]\.julia[\\/](?:packages|artifacts)[\\/]")
+
 
 def _frame_path(frame: re.Match[str]) -> str:
     """The path a frame names, whichever way it was written."""
@@ -433,6 +454,8 @@ class _Scanner:
         if header is None:
             if _FRAME.match(text):  # frames whose header was cut off (a pasted excerpt, a rank's tail)
                 return self._traceback(i, i, strict=True)
+            if (julia := _JULIA_ERROR.match(text)) and (after := self._julia(i, raw, text, prefix_rank, julia)):
+                return after
             exc = _EXCEPTION.match(text)
             if exc is None and (as_repr := _EXCEPTION_REPR.match(text)):
                 text = f"{as_repr.group('type')}: {as_repr.group('msg')}"
@@ -471,6 +494,38 @@ class _Scanner:
                 )
                 break
         return self._traceback(i, i + 1, ignored=ignored, prefix=text[: header.start()])
+
+    def _julia(self, i: int, raw: str, text: str, rank: int | None, error: re.Match[str]) -> int | None:
+        """Julia's uncaught exception at line ``i``, when a "Stacktrace:" follows its message: judged by its
+        message's rules, else by the first frame past the language's own (a package's: framework error;
+        the script's: script error). The index after the stacktrace, or None (not Julia's: scan on)."""
+        view = self.view
+        j = i + 1
+        while (line := view.get(j)) is not None and not _JULIA_STACKTRACE.match(line):
+            if j >= i + 60 or line.startswith("ERROR: ") or _TRACEBACK.search(line):
+                return None
+            j += 1
+        if line is None:
+            return None
+        caller: str | None = None
+        k = j + 1
+        while (line := view.get(k)) is not None and k < j + _MAX_TRACEBACK:
+            frame = _JULIA_FRAME.match(line)
+            if frame:
+                where = frame.group("old") or frame.group("path")
+                module = frame.group("module") or ""
+                if caller is None and not (_JULIA_OWN.search(module) or _JULIA_OWN.search(where)):
+                    caller = f"{module} {where}".strip()
+            elif not _JULIA_FRAME_HEAD.match(line):
+                break
+            k += 1
+        if self._line(i, raw, text, rank, "fatal"):
+            return k  # the message itself says what happened (GPU memory, a CUDA error, ...)
+        name = error.group("type").rsplit(".", 1)[-1]
+        in_package = caller is None or _JULIA_PACKAGE.search(caller) is not None
+        reason = "framework_error" if in_package else "script_error"
+        self._add(i, raw, rank, reason, "root", 0.75 if caller else 0.6, 50, f"julia-{name}", "fatal")
+        return k
 
     def _frames_after(self, first: int) -> tuple[str | None, int]:
         """The frames right under an exception line, when they end with no exception of their own: the
