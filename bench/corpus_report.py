@@ -8,6 +8,7 @@ The final number is what the rules say now, over the whole corpus.
     .venv/bin/python bench/corpus_report.py                 # first sight vs final, per reason, confusion
     .venv/bin/python bench/corpus_report.py --record        # write first_sight into cases that lack it
     .venv/bin/python bench/corpus_report.py --markdown      # the tables for docs/diagnosis.md
+    .venv/bin/python bench/corpus_report.py --readme        # rewrite the counts and the index in the corpus's README
 """
 
 from __future__ import annotations
@@ -158,12 +159,82 @@ def report(markdown: bool = False, last: int | None = None) -> str:
     return "\n".join(out)
 
 
+README = CORPUS / "README.md"
+# The README's parts written from the cases themselves: from the first heading to the next heading that is not one.
+_GENERATED = ("## Counts per reason", "## Counts per source format", "## Index of the real-text cases")
+_FEW = 3  # a format token with fewer cases is counted, not listed
+
+
+def readme_sections(corpus: Path = CORPUS) -> dict[str, str]:
+    """The corpus README's counts per reason, counts per format token and index of the real-text cases, as
+    the cases say now (keyed by their headings' first words)."""
+    metas = [(case.name, load_case(case)[0]) for case in cases(corpus)]
+    real = [(name, m) for name, m in metas if "format" in m]
+    synthetic = len(metas) - len(real)
+    by_reason = Counter(m["reason"] for _, m in metas)
+    real_by_reason = Counter(m["reason"] for _, m in real)
+    rows = [
+        f"## Counts per reason ({len(metas):,} cases: {synthetic} synthetic, {len(real):,} from real reports)",
+        "",
+        "| reason | category | default action | synthetic | real-text | cases |",
+        "|---|---|---|---|---|---|",
+    ]
+    for reason, info in REASONS.items():
+        if reason in by_reason:
+            n, r = by_reason[reason], real_by_reason[reason]
+            rows.append(f"| `{reason}` | {info.category} | {info.action} | {n - r} | {r} | {n} |")
+    rows += [f"| **total** | | | **{synthetic}** | **{len(real):,}** | **{len(metas):,}** |", ""]
+    rows += [
+        "`hang` and `unknown` have no cases: a hang is detected from live telemetry, not from logs, and",
+        "`unknown` is the engine's own output, never a ground truth.",
+    ]
+    tokens = Counter(t for _, m in metas for t in set(str(m.get("format") or m["source"]).split("+")))
+    listed = [(t, k) for t, k in sorted(tokens.items(), key=lambda x: (-x[1], x[0])) if k >= _FEW]
+    formats = [
+        "## Counts per source format",
+        "",
+        "A case counts once for each token of its `format` (real-text cases) or `source` (synthetic ones); tokens",
+        f"of fewer than {_FEW} cases are not listed ({len(tokens) - len(listed)} of them).",
+        "",
+        "| format token | cases |",
+        "|---|---|",
+        *(f"| `{t}` | {k} |" for t, k in listed),
+    ]
+    index = [
+        "## Index of the real-text cases",
+        "",
+        "| case | reason | node | rank | source | first sight |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {name} | {m['reason']} | {m.get('node', '')} | {m.get('rank', '')} | {m['source']} |"
+            f" {m.get('first_sight', '')} |"
+            for name, m in real
+        ),
+    ]
+    return {head: "\n".join(part) + "\n" for head, part in zip(_GENERATED, (rows, formats, index), strict=True)}
+
+
+def rewrite_readme(path: Path = README) -> None:
+    """Replace each generated section of the corpus README (its heading to the next heading) with the cases'
+    counts and index now."""
+    text = path.read_text()
+    for head, body in readme_sections(path.parent).items():
+        start = text.index(head)
+        end = text.find("\n## ", start + 1)
+        text = text[:start] + body + ("\n" + text[end + 1 :] if end != -1 else "")
+    path.write_text(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--record", action="store_true", help="write first_sight into the cases without one")
     parser.add_argument("--markdown", action="store_true", help="tables for docs/diagnosis.md")
     parser.add_argument("--last", type=int, help="first sight over the last N real-text cases only")
+    parser.add_argument("--readme", action="store_true", help="rewrite the counts and the index in the corpus's README")
     args = parser.parse_args()
+    if args.readme:
+        rewrite_readme()
+        return
     if args.record:
         for line in record_first_sight():
             print(line)
