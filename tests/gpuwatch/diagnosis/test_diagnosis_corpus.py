@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections import Counter
 from pathlib import Path
 
@@ -68,3 +69,18 @@ def test_cases_are_read_in_the_order_of_their_running_numbers(tmp_path: Path) ->
         (tmp_path / name).mkdir()
         (tmp_path / name / "case.toml").write_text('reason = "script_error"\n')
     assert [p.name for p in case_dirs(tmp_path)] == ["100-earliest", "101-early", "999-before", "1001-late"]
+
+
+def test_the_corpus_readme_counts_and_indexes_the_cases_as_they_are() -> None:
+    """The README's counts per reason and per format and its index of the real-text cases are written from
+    the cases (they had once stopped at case 226 of 1,075): after adding cases, rerun the generator."""
+    spec = importlib.util.spec_from_file_location("corpus_report", TESTS.parent / "bench" / "corpus_report.py")
+    assert spec is not None and spec.loader is not None
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    readme = (CORPUS / "README.md").read_text()
+    for head, body in report.readme_sections(CORPUS).items():
+        start = readme.index(head)
+        end = readme.find("\n## ", start + 1)
+        section = readme[start : end + 1] if end != -1 else readme[start:]
+        assert section == body, f"the README's '{head[3:]}' is out of date: run bench/corpus_report.py --readme"
