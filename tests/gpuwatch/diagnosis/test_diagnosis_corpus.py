@@ -83,4 +83,5 @@ def test_the_corpus_readme_counts_and_indexes_the_cases_as_they_are() -> None:
         start = readme.index(head)
         end = readme.find("\n## ", start + 1)
         section = readme[start : end + 1] if end != -1 else readme[start:]
-        assert section == body, f"the README's '{head[3:]}' is out of date: run bench/corpus_report.py --readme"
+        stale = f"the README's '{head[3:]}' is out of date: run bench/corpus_report.py --readme"
+        assert section.rstrip("\n") == body.rstrip("\n"), stale
