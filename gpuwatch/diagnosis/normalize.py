@@ -11,10 +11,11 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # A traceback's header that a bar drew its residue after ("Traceback (most recent call last):    | 0.00/7.75M
 # [00:00<?, ?iB/s]", case 613) is not part of a bar: the bar prefix never runs over it. Nor is the shell's
 # job-control report of a process it lost, with a bar's residue after it ('webui.sh: line 255: 26147 Killed
-# "${python_cmd}" ...████| 1/1 [00:04<00:00,  4.76s/it]', case 945).
+# "${python_cmd}" ...████| 1/1 [00:04<00:00,  4.76s/it]', case 945), nor zsh's, which writes its report over
+# an unfinished bar whose bracket never closes ("| 0/10 [00:00<?, ?it/szsh: bus error  python:   0%|", case 1182).
 _TQDM_BAR = re.compile(
-    r"^(?:(?!Traceback \(most recent call|(?:line|行|ligne|Zeile|línea) \d+: +\d+ \S)[^\n])*?"
-    r"\d+(?:\.\d+)?[kMGT]?(?:B|it)?/\d+(?:\.\d+)?[kMGT]?(?:B|it)? \[(?:\d+:)?\d+:\d+<(?P<stats>[^\]]*)\]"
+    r"^(?:(?!Traceback \(most recent call|(?:line|行|ligne|Zeile|línea) \d+: +\d+ \S|zsh: )[^\n])*?"
+    r"\d+(?:\.\d+)?[kMGT]?(?:B|it)?/\d+(?:\.\d+)?[kMGT]?(?:B|it)? \[(?:\d+:)?\d+:\d+<(?P<stats>(?:(?!zsh: )[^\]])*)\]"
 )
 # What a bar says after its remaining time and rate is the run's own postfix ("loss=nan, lr=1e-4"): a bar
 # with nothing glued after it reads as its postfix, so that a rule can see the metrics it shows (YOLO-NAS's
