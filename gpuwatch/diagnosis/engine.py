@@ -34,7 +34,7 @@ from functools import lru_cache
 from gpuwatch.diagnosis.logview import ListView, LogView
 from gpuwatch.diagnosis.model import Diagnosis, Evidence, LogSource
 from gpuwatch.diagnosis.normalize import normalize, syslog_host
-from gpuwatch.diagnosis.rules import RuleSet, load_rules
+from gpuwatch.diagnosis.rules import Frameworks, RuleSet, load_frameworks, load_rules
 from gpuwatch.diagnosis.stream import FileLines, StreamView, streamable
 from gpuwatch.diagnosis.xid import APPLICATION_XIDS, XID_LINE, xid_code, xid_reason
 
@@ -111,17 +111,6 @@ _GPU_COUNT_ASSERT = re.compile(r"^assert\b.*\b(?:device_count|gpu_count|num_gpus
 # shared.cmd_opts.lowvram, 'Training models with lowvram not possible'", case 925): the launch asked for what
 # the program refuses, as a trainer refusing the GPUs it was given does (case 613).
 _LAUNCH_OPTION_ASSERT = re.compile(r"^assert\b.*\b(?:cmd_opts|cmdline_opts|cli_opts|cli_args|command_line_args)\.\w+")
-_FRAMEWORK_PATH = re.compile(
-    r"site-packages|dist-packages|/torch/|/deepspeed/|/megatron/|/transformers/|/apex/|/sglang/srt/|/vllm/"
-    r"|/(?:t5x|paxml|praxis|flax|fairseq2?|nemo|detectron2|mmcv|mmengine|colossalai|fairscale|torchtitan|torchtune)/"
-    # Megatron's derivatives run from a checkout, not installed: Pai-Megatron-Patch's megatron_patch (its
-    # Mistral model with pipeline stages that get no embeddings, case 975)
-    r"|/megatron_patch/"
-    # Round 11B: a Cython module's frame, which names the .pyx source the extension was compiled from,
-    # relative to its package ('File "cupy/core/core.pyx", line 527', spaCy's "nn_parser.pyx", case 1061):
-    # compiled library code, never the script's own
-    r"|\.pyx$"
-)
 # A frame of a framework's checkpoint loading (Lightning's load_from_checkpoint and checkpoint connector,
 # torch's load_state_dict, mmcv's load_checkpoint, Keras' load_weights, Chainer's serializers: load_npz
 # resuming a trainer whose snapshot does not fit the run, case 897): an exception that says only its type
@@ -198,24 +187,14 @@ _NONE_MISUSE = re.compile(
     r"|^unsupported operand type\(s\) for .+: '(?:NoneType' and|.+' and 'NoneType')"
 )
 _INSTALLED_PACKAGE = re.compile(r"(?:site|dist)-packages/(?P<pkg>[A-Za-z_]\w*)")
-_FRAMEWORK_PACKAGE = re.compile(
-    r"torch\w*|functorch|triton|deepspeed|mii|megatron|transformers|accelerate|peft|trl|datasets|diffusers"
-    r"|tokenizers|huggingface_hub|safetensors|evaluate|optimum|sentence_transformers|pytorch_lightning|lightning\w*"
-    r"|apex|vllm|sglang|xformers|flash_attn|bitsandbytes|unsloth\w*|colossalai|fairscale|fairseq2?|nemo|mm\w+"
-    r"|detectron2|timm|ultralytics|tensorflow\w*|tf_keras|keras|jax|jaxlib|flax|optax|orbax|paxml|praxis|t5x"
-    r"|horovod|ray|dgl|numpy|scipy|onnxruntime|tensorrt"
-    # LLM training and fine-tuning frameworks installed as packages (EasyDeL's trainer, case 778)
-    r"|easydel|llamafactory|llmtuner|swift|xtuner|lmflow|openrlhf|verl|axolotl|nemo_aligner|nemo_rl|trlx|litgpt"
-    r"|lit_gpt|torchtune|torchtitan|composer|llmfoundry|levanter|maxtext|nanotron|modelscope|sat|fastchat|deepspeed_chat|megatron_patch"
-)
 
 
-def _application_bug(name: str, msg: str, frame: str) -> bool:
+def _application_bug(name: str, msg: str, frame: str, frameworks: Frameworks) -> bool:
     """The interpreter's code-bug wording, raised in an installed package that is no framework's."""
     if name not in _CODE_BUG_TYPES and not (name in ("TypeError", "AttributeError") and _NONE_MISUSE.search(msg)):
         return False
     m = _INSTALLED_PACKAGE.search(frame)
-    return m is not None and _FRAMEWORK_PACKAGE.fullmatch(m.group("pkg").lower()) is None
+    return m is not None and not frameworks.package(m.group("pkg"))
 
 
 # A layer's input of the wrong shape (the layer-input-shape rule: "mat1 and mat2 shapes cannot be multiplied",
@@ -227,12 +206,12 @@ _CALLER_SHAPE_RULES = frozenset({"layer-input-shape"})
 _TORCH_OWN_FRAME = re.compile(r"[\\/]torch[\\/]")
 
 
-def _framework_caller(frame: str) -> bool:
+def _framework_caller(frame: str, frameworks: Frameworks) -> bool:
     """A frame of a framework's own code (not torch's, which `_TORCH_OWN_FRAME` passes over)."""
-    if _FRAMEWORK_PATH.search(frame) is None:
+    if not frameworks.path(frame):
         return False
     m = _INSTALLED_PACKAGE.search(frame)
-    return m is None or _FRAMEWORK_PACKAGE.fullmatch(m.group("pkg").lower()) is not None
+    return m is None or frameworks.package(m.group("pkg"))
 
 
 # With no frame to tell where it was raised, the type decides as the taxonomy's evidence does:
@@ -364,6 +343,7 @@ def _compiled(user_dir: str | None, _state: tuple[tuple[str, int, int], ...]) ->
 
     return RuleSet(
         load_rules(Path(user_dir) if user_dir else None),
+        frameworks=load_frameworks(Path(user_dir) if user_dir else None),
         extra_keywords=(
             "traceback",
             "xid",
@@ -704,7 +684,7 @@ class _Scanner:
             return
         if (
             op_caller is not None
-            and _framework_caller(op_caller)
+            and _framework_caller(op_caller, self.rules.frameworks)
             and any(rule.id in _CALLER_SHAPE_RULES for rule, _ in self.rules.match_at(text))
         ):
             self._add(i, raw, rank, "framework_error", "root", 0.75, 51, "layer-input-shape-in-framework", severity)
@@ -718,8 +698,9 @@ class _Scanner:
             self._add(i, raw, rank, "dataloader_error", "root", 0.75, 58, "loader-worker-reraise", severity)
             return
         # With no frame (or only one that re-raises), the type decides.
-        in_framework = name in _FRAMEWORK_TYPES if frame is None else _FRAMEWORK_PATH.search(frame) is not None
-        if in_framework and frame is not None and _application_bug(name, msg, frame):
+        frameworks = self.rules.frameworks
+        in_framework = name in _FRAMEWORK_TYPES if frame is None else frameworks.path(frame)
+        if in_framework and frame is not None and _application_bug(name, msg, frame, frameworks):
             in_framework = False
         reason = "framework_error" if in_framework else "script_error"
         if in_framework and loading and name in _CHECKPOINT_EXCEPTIONS:

@@ -70,6 +70,62 @@ def _parse(raw: dict, origin: str) -> Rule:
     return rule
 
 
+_PACKAGE_NAME = re.compile(r"[a-z_][a-z0-9_*]*")
+
+
+class Frameworks:
+    """Whose code a traceback's frame is: a framework's (its exceptions are `framework_error`) or the run's
+    (`script_error`). Data, as the rules are: `[frameworks]` in rules.toml, extended by a user directory's
+    files (a site's own training framework, installed or run from a checkout, named once there).
+
+    ``paths`` are regular expressions searched in a frame's path (an installed package's directory, a
+    framework's checkout); ``packages`` are the installed packages, by name (``*`` for any letters),
+    that are frameworks rather than an application installed as a package, whose code bugs are the run's.
+    """
+
+    def __init__(self, packages: Sequence[str], paths: Sequence[str]) -> None:
+        self.packages = tuple(dict.fromkeys(packages))
+        self.paths = tuple(dict.fromkeys(paths))
+        self._package = re.compile("|".join(p.replace("*", r"\w*") for p in self.packages) or "(?!)")
+        self._path = re.compile("|".join(f"(?:{p})" for p in self.paths) or "(?!)")
+
+    def package(self, name: str) -> bool:
+        """Whether the installed package ``name`` is a framework."""
+        return self._package.fullmatch(name.lower()) is not None
+
+    def path(self, frame: str) -> bool:
+        """Whether a frame's path is inside a framework (or any installed package)."""
+        return self._path.search(frame) is not None
+
+
+def _frameworks_of(raw: object, origin: str) -> tuple[list[str], list[str]]:
+    if not isinstance(raw, dict) or set(raw) - {"packages", "paths"}:
+        raise ValueError(f"{origin}: [frameworks] holds only the lists packages and paths")
+    packages, paths = list(raw.get("packages", [])), list(raw.get("paths", []))
+    for name in packages:
+        if not isinstance(name, str) or not _PACKAGE_NAME.fullmatch(name):
+            raise ValueError(f"{origin}: [frameworks] package {name!r} is not a lower-case package name (* allowed)")
+    for path in paths:
+        try:
+            re.compile(path)
+        except (TypeError, re.error) as exc:
+            raise ValueError(f"{origin}: [frameworks] path {path!r} is not a regular expression: {exc}") from None
+    return packages, paths
+
+
+def load_frameworks(user_dir: Path | None = None) -> Frameworks:
+    """The shipped `[frameworks]`, extended by each user file's."""
+    shipped = resources.files("gpuwatch.diagnosis").joinpath("rules.toml").read_text()
+    packages, paths = _frameworks_of(tomllib.loads(shipped)["frameworks"], "rules.toml")
+    if user_dir is not None:
+        for path in sorted(Path(user_dir).glob("*.toml")):
+            raw = tomllib.loads(path.read_text()).get("frameworks")
+            if raw is not None:
+                more_packages, more_paths = _frameworks_of(raw, str(path))
+                packages, paths = packages + more_packages, paths + more_paths
+    return Frameworks(packages, paths)
+
+
 def load_rules(user_dir: Path | None = None) -> list[Rule]:
     """The shipped rules, then the user's (`*.toml` in ``user_dir``); a user rule replaces a shipped
     rule of the same id."""
@@ -90,8 +146,11 @@ class RuleSet:
     costs nothing in Python. Python's `re` ran the same alternation at 3,000 lines/s, an Aho-Corasick
     automaton (pyahocorasick) at 250,000."""
 
-    def __init__(self, rules: list[Rule], extra_keywords: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, rules: list[Rule], extra_keywords: tuple[str, ...] = (), frameworks: Frameworks | None = None
+    ) -> None:
         self.rules = rules
+        self.frameworks = frameworks if frameworks is not None else load_frameworks()
         keywords = sorted({k for r in rules for k in r.keywords} | set(extra_keywords), key=len, reverse=True)
         alternation = "(?i)" + "|".join(re.escape(k) for k in keywords)
         self.keywords = tuple(keywords)

@@ -10,7 +10,7 @@ import pytest
 from gpuwatch.diagnosis.engine import diagnose_rules
 from gpuwatch.diagnosis.model import LogSource
 from gpuwatch.diagnosis.normalize import normalize
-from gpuwatch.diagnosis.rules import RuleSet, load_rules
+from gpuwatch.diagnosis.rules import RuleSet, load_frameworks, load_rules
 from gpuwatch.taxonomy import REASONS
 
 NCCL_TIMEOUT = (
@@ -180,6 +180,59 @@ def test_a_rule_with_an_unknown_severity_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match="severity"):
         load_rules(tmp_path)
+
+
+_ACME_NAME_ERROR = """
+Traceback (most recent call last):
+  File "/opt/job/train.py", line 12, in <module>
+    trainer.fit()
+  File "/opt/conda/lib/python3.11/site-packages/acme_trainer/loop.py", line 88, in fit
+    self._step(batch)
+  File "/opt/conda/lib/python3.11/site-packages/acme_trainer/loop.py", line 141, in _step
+    scaler.update()
+NameError: name 'scaler' is not defined
+"""
+
+
+def test_a_site_names_its_own_training_framework_in_the_rules_directory(tmp_path: Path) -> None:
+    """A code bug raised inside an installed package that is no known framework is the run's (an application
+    installed as a package); a site whose own trainer is that package says so once, in [frameworks], and the
+    same traceback is the framework's."""
+    log = _src("train.log", _ACME_NAME_ERROR)
+    assert diagnose_rules([log]).reason == "script_error"
+    (tmp_path / "site.toml").write_text('[frameworks]\npackages = ["acme_*"]\n')
+    assert diagnose_rules([log], rules_dir=str(tmp_path)).reason == "framework_error"
+
+
+def test_a_framework_run_from_a_checkout_is_named_by_its_path(tmp_path: Path) -> None:
+    """A framework run from a checkout (not installed) is known by its frame's path."""
+    text = """
+Traceback (most recent call last):
+  File "/home/u/run.py", line 3, in <module>
+    main()
+  File "/home/u/acme-llm/acme_llm/engine.py", line 40, in main
+    raise RuntimeError("pipeline stage 3 received no embeddings")
+RuntimeError: pipeline stage 3 received no embeddings
+"""
+    log = _src("train.log", text)
+    assert diagnose_rules([log]).reason == "script_error"
+    (tmp_path / "site.toml").write_text("[frameworks]\npaths = ['/acme_llm/']\n")
+    assert diagnose_rules([log], rules_dir=str(tmp_path)).reason == "framework_error"
+
+
+@pytest.mark.parametrize(
+    ("body", "complaint"),
+    [
+        ('[frameworks]\npackages = ["Acme Trainer"]\n', "not a lower-case package name"),
+        ("[frameworks]\npaths = ['/acme(/']\n", "not a regular expression"),
+        ('[frameworks]\nmodules = ["acme"]\n', "only the lists packages and paths"),
+    ],
+)
+def test_a_bad_frameworks_table_is_refused_naming_its_file(tmp_path: Path, body: str, complaint: str) -> None:
+    (tmp_path / "site.toml").write_text(body)
+    with pytest.raises(ValueError, match=complaint) as refused:
+        load_frameworks(tmp_path)
+    assert "site.toml" in str(refused.value)
 
 
 def test_a_warning_is_outweighed_only_in_its_own_process() -> None:
