@@ -111,6 +111,10 @@ _GPU_COUNT_ASSERT = re.compile(r"^assert\b.*\b(?:device_count|gpu_count|num_gpus
 # shared.cmd_opts.lowvram, 'Training models with lowvram not possible'", case 925): the launch asked for what
 # the program refuses, as a trainer refusing the GPUs it was given does (case 613).
 _LAUNCH_OPTION_ASSERT = re.compile(r"^assert\b.*\b(?:cmd_opts|cmdline_opts|cli_opts|cli_args|command_line_args)\.\w+")
+# Round 15A: an assertion that values are finite ("assert not torch.isnan(flow_preds[i]).any() and not
+# torch.isinf(flow_preds[i]).any()" in RAFT-Stereo's sequence_loss, case 1378): a bare AssertionError there
+# says the predictions or the loss went NaN or Inf, as "loss is nan" does.
+_NON_FINITE_ASSERT = re.compile(r"^assert\b.*\b(?:isnan|isinf|isfinite|isneginf|isposinf)\(")
 # A frame of a framework's checkpoint loading (Lightning's load_from_checkpoint and checkpoint connector,
 # torch's load_state_dict, mmcv's load_checkpoint, Keras' load_weights, Chainer's serializers: load_npz
 # resuming a trainer whose snapshot does not fit the run, case 897): an exception that says only its type
@@ -577,6 +581,8 @@ class _Scanner:
                     self._add(j, line, rank, "argument_error", "root", 0.75, 60, "assert-gpu-count", "fatal")
                 elif not ignored and name == "AssertionError" and _LAUNCH_OPTION_ASSERT.match(code or ""):
                     self._add(j, line, rank, "argument_error", "root", 0.75, 60, "assert-launch-option", "fatal")
+                elif not ignored and name == "AssertionError" and _NON_FINITE_ASSERT.match(code or ""):
+                    self._add(j, line, rank, "loss_divergence", "root", 0.75, 57, "assert-non-finite", "fatal")
                 elif not ignored:
                     frame_of = caller if lookup and exc.group("type").endswith("AttributeError") else last_frame
                     if code is not None and _LOOP_LINE.match(code):
