@@ -192,7 +192,8 @@ class Agent:
             offset = self.shipper.client.offset_s
             return make_batch(self.spool.next_batch_id(), items, dropped=dropped, clock_offset_s=offset)
 
-        if spool_pending(self.pending, self.spool, self.shipper.batch_max_bytes, build, self._rereadable):
+        max_bytes, protocol = self.shipper.batch_max_bytes, self.shipper.protocol
+        if spool_pending(self.pending, self.spool, max_bytes, build, self._rereadable, protocol):
             for c in self.collectors.values():
                 if isinstance(c, Resumable):
                     c.save(self.state)

@@ -26,6 +26,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from gpuwatch import __version__
+from gpuwatch.columnar import CONTENT_TYPE as COLUMNAR_TYPE
 from gpuwatch.protocol import (
     DECISION_WAIT_MAX_S,
     Api,
@@ -89,20 +90,21 @@ class ServerClient:
     def heartbeat(self, beat: Heartbeat) -> httpx.Response:
         return self._post(Api.HEARTBEAT, beat.model_dump_json().encode())
 
-    def send_batch(self, gzipped: bytes) -> httpx.Response:
-        """POST a batch; its acknowledgement carries the server's time (servers since the field was added)."""
-        return self._timed(Api.INGEST, gzipped, gzip=True)
+    def send_batch(self, gzipped: bytes, columnar: bool = False) -> httpx.Response:
+        """POST a batch (protocol 3's body with ``columnar``, else JSON); its acknowledgement carries the
+        server's time (servers since the field was added)."""
+        return self._timed(Api.INGEST, gzipped, gzip=True, content_type=COLUMNAR_TYPE if columnar else None)
 
     def read_clock(self) -> httpx.Response:
         """An empty batch, which the server stores nothing of, for its acknowledgement's time."""
         body = gzip.compress(Batch(batch_id=0).model_dump_json().encode())
         return self._timed(Api.INGEST, body, gzip=True)
 
-    def _timed(self, path: str, body: bytes, gzip: bool = False) -> httpx.Response:
+    def _timed(self, path: str, body: bytes, gzip: bool = False, content_type: str | None = None) -> httpx.Response:
         """POST, and measure the clock offset from the answer's ``server_time``: the server read its clock
         between our send and our receipt, so the midpoint is off by at most half the round trip."""
         sent = self.clock()
-        resp = self._post(path, body, gzip)
+        resp = self._post(path, body, gzip, content_type)
         received = self.clock()
         if resp.status_code < 300:
             try:
@@ -165,8 +167,8 @@ class ServerClient:
     def close(self) -> None:
         self._http.close()
 
-    def _post(self, path: str, body: bytes, gzip: bool = False) -> httpx.Response:
-        headers = {"Content-Type": "application/json"}
+    def _post(self, path: str, body: bytes, gzip: bool = False, content_type: str | None = None) -> httpx.Response:
+        headers = {"Content-Type": content_type or "application/json"}
         if gzip:
             headers["Content-Encoding"] = "gzip"
         return self._http.post(path, content=body, headers=headers)

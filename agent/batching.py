@@ -19,7 +19,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gpuwatch.protocol import MAX_BATCH_ITEMS, Batch, GpuSeries, to_series
+from gpuwatch import columnar
+from gpuwatch.columnar import VERSION as COLUMNAR_VERSION
+from gpuwatch.protocol import MAX_BATCH_ITEMS, PROTOCOL_VERSION, Batch, GpuSeries, sample_count, to_series
 
 if TYPE_CHECKING:
     from agent.spool import Spool
@@ -50,9 +52,20 @@ def item_bytes(kind: str, item: Any) -> int:
     return 512  # samples, processes
 
 
-def encode(batch: Batch) -> tuple[bytes, int]:
-    """The batch as the server's ingest endpoint takes it: (gzipped JSON, the JSON's size)."""
-    raw = batch.model_dump_json(exclude_none=True).encode()
+#: Fewest samples a batch holds to go as protocol 3 (to a server that reads it): below that protocol 2's JSON
+#: costs the server less CPU a batch (its numpy folds pay a fixed cost per call; bench/README.md, protocol 3).
+COLUMNAR_MIN_SAMPLES = 128
+
+
+def columnar_for(batch: Batch, protocol: int) -> bool:
+    """Whether ``batch`` goes as protocol 3 to a server that reads batches up to ``protocol``."""
+    return protocol >= COLUMNAR_VERSION and sample_count(batch) >= COLUMNAR_MIN_SAMPLES
+
+
+def encode(batch: Batch, protocol: int = PROTOCOL_VERSION) -> tuple[bytes, int]:
+    """The batch as the server's ingest endpoint takes it: (gzipped body, the body's size before gzip): protocol
+    2's JSON, or protocol 3's columns (`gpuwatch.columnar`) where `columnar_for` says so."""
+    raw = columnar.encode(batch) if columnar_for(batch, protocol) else batch.model_dump_json(exclude_none=True).encode()
     return gzip.compress(raw, compresslevel=GZIP_LEVEL), len(raw)
 
 
@@ -127,19 +140,23 @@ def make_batch(batch_id: int, items: dict[str, list[Any]], **fields: Any) -> Bat
 
 
 def fit(
-    items: dict[str, list[Any]], max_bytes: int, build: Callable[[dict[str, list[Any]]], Batch]
+    items: dict[str, list[Any]],
+    max_bytes: int,
+    build: Callable[[dict[str, list[Any]]], Batch],
+    protocol: int = PROTOCOL_VERSION,
 ) -> list[tuple[dict[str, int], Batch, bytes]]:
-    """``items`` as encoded batches whose JSON is at most ``max_bytes`` each: (counts per kind, batch,
-    gzipped body), in order. A piece too large is halved, kind by kind, until it fits or holds one item."""
+    """``items`` as encoded batches (`encode`, for a server reading up to ``protocol``) whose body is at most
+    ``max_bytes`` each: (counts per kind, batch, gzipped body), in order. A piece too large is halved, kind
+    by kind, until it fits or holds one item."""
     batch = build(items)
-    body, size = encode(batch)
+    body, size = encode(batch, protocol)
     total = sum(len(v) for v in items.values())
     if size <= max_bytes or total <= 1:
         if size > max_bytes:
             log.warning("one item of %d bytes is over the batch limit of %d: sent alone", size, max_bytes)
         return [({k: len(v) for k, v in items.items()}, batch, body)]
     first, second = halve(items)
-    return fit(first, max_bytes, build) + fit(second, max_bytes, build)
+    return fit(first, max_bytes, build, protocol) + fit(second, max_bytes, build, protocol)
 
 
 def spool_pending(
@@ -148,8 +165,10 @@ def spool_pending(
     max_bytes: int,
     build: Callable[[dict[str, list[Any]]], Batch],
     rereadable: Callable[[str, Any], bool] | None = None,
+    protocol: int = PROTOCOL_VERSION,
 ) -> bool:
-    """Spool what is pending in batches of at most ``max_bytes`` of JSON; True when nothing is left.
+    """Spool what is pending in batches of at most ``max_bytes`` (before gzip), encoded for a server that
+    reads batches up to ``protocol`` (`encode`); True when nothing is left.
     On a spool error the items of the batch that failed, and of those after it, stay pending, within
     the pending bound: what is past it is dropped and counted (reason ``spool_error``).
 
@@ -159,9 +178,9 @@ def spool_pending(
     dropped and, read again, stored."""
     while pending:
         items = pending.take(int(max_bytes * _ESTIMATE_SHARE))
-        for counts, batch, body in fit(items, max_bytes, build):
+        for counts, batch, body in fit(items, max_bytes, build, protocol):
             try:
-                spool.put_encoded(batch, body)
+                spool.put_encoded(batch, body, columnar=columnar_for(batch, protocol))
             except Exception as exc:  # ENOSPC, EROFS, EIO …: the items wait in memory for the next try
                 spool.note_error(exc)
                 if dropped := pending.shed():

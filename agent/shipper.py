@@ -14,6 +14,7 @@ import httpx
 
 from agent.api_client import ServerClient, retry_after
 from agent.spool import Spool, SpoolItem
+from gpuwatch.columnar import VERSION as COLUMNAR_VERSION
 from gpuwatch.protocol import PROTOCOL_VERSION, Heartbeat, RegisterRequest, RegisterResponse
 
 log = logging.getLogger("gpuwatch.agent.shipper")
@@ -77,6 +78,9 @@ class Shipper:
         #: Largest batch JSON to spool: the setting, lowered to what the server says it takes (at registration)
         #: or shows it refuses (413).
         self.batch_max_bytes = batch_max_bytes
+        #: Newest batch version the server reads, from its registration answer (2 until then): the agent
+        #: spools protocol 3 batches only for a server that reads them (`agent.batching.encode`).
+        self.protocol = PROTOCOL_VERSION
 
     def run(self, stop: threading.Event, drain_s: float = 5.0) -> None:
         """Ship until ``stop`` is set, then try for up to ``drain_s`` to empty the spool."""
@@ -130,6 +134,7 @@ class Shipper:
                 f"the server reads batches up to protocol {answer.protocol}, this agent sends {PROTOCOL_VERSION}: "
                 "upgrade the server (batches stay spooled meanwhile)"
             )
+        self.protocol = min(answer.protocol, COLUMNAR_VERSION)
         if answer.max_body_bytes is not None:  # a server older than this field: the setting stands
             self.batch_max_bytes = min(self.batch_max_bytes, max(1024, answer.max_body_bytes - _LIMIT_MARGIN))
         self.registered = True
@@ -144,7 +149,11 @@ class Shipper:
         _check(self.client.read_clock(), "clock probe")
 
     def _send(self, item: SpoolItem) -> None:
-        resp = self.client.send_batch(item.read_timed(self.client.offset_s))
+        body = item.read_timed(self.client.offset_s)
+        columnar = item.columnar
+        if columnar and self.protocol < COLUMNAR_VERSION:  # spooled for a server since downgraded
+            body, columnar = item.as_json(body), False
+        resp = self.client.send_batch(body, columnar=True) if columnar else self.client.send_batch(body)
         if resp.status_code == 413:  # too large: halves are sent instead, and later batches are smaller
             size = self.spool.split(item)
             if size is not None:

@@ -22,13 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.batching import encode, halve
-from gpuwatch.protocol import Batch, sample_count
+from gpuwatch import columnar
+from gpuwatch.protocol import PROTOCOL_VERSION, Batch, sample_count
 
 log = logging.getLogger("gpuwatch.agent.spool")
 
 # batch id, then the item count of each kind; older spools have no steps count (read as 0).
 # A batch that says its clock offset is marked ".t": the others are given one as they are sent.
-_NAME = re.compile(r"^(\d{20})\.(\d+)-(\d+)-(\d+)(?:-(\d+))?(\.t)?\.json\.gz$")
+# A protocol 3 batch (gpuwatch.columnar) ends ".c3.gz" instead of ".json.gz".
+_NAME = re.compile(r"^(\d{20})\.(\d+)-(\d+)-(\d+)(?:-(\d+))?(\.t)?\.(json|c3)\.gz$")
 KINDS = ("samples", "logs", "events", "steps")
 # The lists of a batch, as a 413's halves split them.
 _LISTS = ("samples", "series", "logs", "events", "processes", "steps", "checkpoints", "ib")
@@ -49,6 +51,7 @@ class SpoolItem:
     batch_id: int
     counts: dict[str, int]
     timed: bool = False  # the batch carries its clock offset
+    columnar: bool = False  # a protocol 3 body (gpuwatch.columnar), not JSON
 
     def read(self) -> bytes:
         return self.path.read_bytes()
@@ -60,15 +63,35 @@ class SpoolItem:
             return body
         try:
             raw = gzip.decompress(body)
-        except (OSError, EOFError, zlib.error):
+            envelope, columns = columnar.split(raw) if self.columnar else (raw, b"")
+        except (OSError, EOFError, zlib.error, ValueError):
             return body  # not a batch: the server says so
-        start = raw.find(b"{")
-        if start < 0:
+        timed = _with_offset(envelope, offset_s)
+        if self.columnar:
+            timed = columnar.join(timed, columns)
+        return gzip.compress(timed, compresslevel=5)
+
+    def as_json(self, body: bytes) -> bytes:
+        """``body`` (this item's, maybe made `read_timed`) as protocol 2's JSON: a protocol 3 batch for a
+        server that reads only protocol 2 (downgraded since it was spooled)."""
+        if not self.columnar:
             return body
-        rest = raw[start + 1 :]
-        sep = b"" if rest.lstrip().startswith(b"}") else b","
-        field = b'{"clock_offset_s":' + repr(float(offset_s)).encode() + sep
-        return gzip.compress(raw[:start] + field + rest, compresslevel=5)
+        try:
+            batch = columnar.decode(gzip.decompress(body))
+        except (OSError, EOFError, zlib.error, ValueError):
+            return body  # not a batch: the server says so
+        return encode(batch, PROTOCOL_VERSION)[0]
+
+
+def _with_offset(raw: bytes, offset_s: float) -> bytes:
+    """A batch's JSON with ``clock_offset_s`` added as its first field (not JSON: as it is)."""
+    start = raw.find(b"{")
+    if start < 0:
+        return raw
+    rest = raw[start + 1 :]
+    sep = b"" if rest.lstrip().startswith(b"}") else b","
+    field = b'{"clock_offset_s":' + repr(float(offset_s)).encode() + sep
+    return raw[:start] + field + rest
 
 
 def _item(path: Path) -> SpoolItem | None:
@@ -76,7 +99,8 @@ def _item(path: Path) -> SpoolItem | None:
     if m is None:
         return None
     counts = [int(n or 0) for n in m.groups()[1:5]]
-    return SpoolItem(path, int(m.group(1)), dict(zip(KINDS, counts, strict=True)), bool(m.group(6)))
+    counted = dict(zip(KINDS, counts, strict=True))
+    return SpoolItem(path, int(m.group(1)), counted, bool(m.group(6)), m.group(7) == "c3")
 
 
 class Spool:
@@ -110,15 +134,20 @@ class Spool:
         sizes its batches first (`agent.batching`)."""
         self.put_encoded(batch, encode(batch)[0])
 
-    def put_encoded(self, batch: Batch, body: bytes) -> SpoolItem:
-        """Durably queue ``batch``, already encoded as ``body``."""
-        return self.put(batch.batch_id, body, _counts(batch), timed=batch.clock_offset_s is not None)
+    def put_encoded(self, batch: Batch, body: bytes, columnar: bool = False) -> SpoolItem:
+        """Durably queue ``batch``, already encoded as ``body`` (protocol 3's with ``columnar``)."""
+        return self.put(batch.batch_id, body, _counts(batch), timed=batch.clock_offset_s is not None, columnar=columnar)
 
-    def put(self, batch_id: int, body: bytes, counts: dict[str, int], timed: bool = False) -> SpoolItem:
+    def put(
+        self, batch_id: int, body: bytes, counts: dict[str, int], timed: bool = False, columnar: bool = False
+    ) -> SpoolItem:
         """Durably queue a gzipped batch body, dropping the oldest batches if over the bound. Raises
         `OSError` (a full disk …) with nothing queued and nothing left behind."""
         name = (
-            f"{batch_id:020d}." + "-".join(str(counts.get(k, 0)) for k in KINDS) + (".t" if timed else "") + ".json.gz"
+            f"{batch_id:020d}."
+            + "-".join(str(counts.get(k, 0)) for k in KINDS)
+            + (".t" if timed else "")
+            + (".c3.gz" if columnar else ".json.gz")
         )
         tmp = self.directory / (name + ".tmp")
         try:
@@ -135,7 +164,7 @@ class Spool:
             self._failing = False
         with self._lock:
             # Sorted like a re-opened spool would be, even if ids arrive out of order (clock stepped back).
-            item = SpoolItem(self.directory / name, batch_id, {k: counts.get(k, 0) for k in KINDS}, timed)
+            item = SpoolItem(self.directory / name, batch_id, {k: counts.get(k, 0) for k in KINDS}, timed, columnar)
             bisect.insort(self._items, item, key=lambda i: i.batch_id)
             self._bytes += len(body)
             while self._bytes > self.max_bytes and len(self._items) > 1:
@@ -148,7 +177,7 @@ class Spool:
         Raises `OSError` when the halves cannot be written: the item then stays as it was."""
         try:
             raw = gzip.decompress(item.read())
-            batch = Batch.model_validate_json(raw)
+            batch = columnar.decode(raw) if item.columnar else Batch.model_validate_json(raw)
         except (OSError, EOFError, zlib.error, ValueError):
             return None
         lists = {k: list(getattr(batch, k)) for k in _LISTS if getattr(batch, k)}

@@ -8,7 +8,9 @@ it, as uvicorn adds it) is called directly with the same gzipped batches (`inges
 thread as in the server. What it leaves out is uvicorn's HTTP parsing and the socket writes, the same
 for any app. CPU seconds of the whole process over the timed batches, divided by their number.
 
-    .venv/bin/python bench/ingest_inprocess.py [--size 16] [--nodes 64] [--batches 200] [--repeats 3]
+    .venv/bin/python bench/ingest_inprocess.py [--size 16] [--nodes 64] [--batches 200] [--repeats 3] [--protocol 2|3]
+
+``--protocol 3`` sends the same batches as protocol 3 bodies (`gpuwatch.columnar`, whatever their size).
 
 To compare two commits in one sitting, copy this file into a `git worktree` of the other one's `bench/` and
 run the two alternately: each measures the tree it is in (the output names it).
@@ -31,10 +33,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from ingest import _payloads, _templates, _tokens  # noqa: E402
-from ingest_saturate import GPUS, _load  # noqa: E402
+from ingest_saturate import GPUS, _load, as_protocol_3  # noqa: E402
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware  # noqa: E402
 
 from agent.collectors.simulated import SimulatedCollector  # noqa: E402
+from gpuwatch.columnar import CONTENT_TYPE  # noqa: E402
 from gpuwatch.config import Settings  # noqa: E402
 from gpuwatch.protocol import Api, RegisterRequest  # noqa: E402
 from server.app import create_app  # noqa: E402
@@ -44,7 +47,7 @@ from server.store.migrate import upgrade  # noqa: E402
 WARM_UP = 5  # batches per node before the clock starts
 
 
-async def _post(app: Any, path: str, body: bytes, token: str, gzipped: bool) -> int:
+async def _post(app: Any, path: str, body: bytes, token: str, gzipped: bool, columnar: bool = False) -> int:
     headers = [
         (b"host", b"127.0.0.1"),
         (b"content-length", str(len(body)).encode()),
@@ -52,6 +55,8 @@ async def _post(app: Any, path: str, body: bytes, token: str, gzipped: bool) -> 
     ]
     if gzipped:
         headers.append((b"content-encoding", b"gzip"))
+    if columnar:
+        headers.append((b"content-type", CONTENT_TYPE.encode()))
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -87,7 +92,7 @@ async def _post(app: Any, path: str, body: bytes, token: str, gzipped: bool) -> 
     return status
 
 
-def run(size: int, nodes: int, batches: int) -> dict[str, float]:
+def run(size: int, nodes: int, batches: int, protocol: int = 2) -> dict[str, float]:
     """One server, ``nodes`` registered nodes, ``batches`` timed batches each: CPU and wall µs a batch."""
     tmp = Path(tempfile.mkdtemp(prefix="gpuwatch-inprocess-"))
     url = f"sqlite:///{tmp}/bench.db"
@@ -100,10 +105,12 @@ def run(size: int, nodes: int, batches: int) -> dict[str, float]:
     load = _load(size, WARM_UP + batches)
     start = time.time() - 3600
     bodies = {i: [p for _, p in _payloads(_templates(name, i, load), i, load, start)] for i, name, _ in tokens}
+    if protocol == 3:
+        bodies = {i: [as_protocol_3(b) for b in mine] for i, mine in bodies.items()}
 
     async def node(i: int, token: str, first: int, end: int) -> None:
         for k in range(first, end):
-            status = await _post(app, Api.INGEST, bodies[i][k], token, True)
+            status = await _post(app, Api.INGEST, bodies[i][k], token, True, protocol == 3)
             assert status == 200, f"node {i} batch {k}: {status}"
 
     async def main() -> dict[str, float]:
@@ -133,15 +140,17 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--batches", type=int, default=200, help="timed batches a node")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--protocol", type=int, choices=(2, 3), default=2, help="3: the batches as protocol 3 bodies")
     args = ap.parse_args()
     import server  # the tree measured
 
-    runs = [run(args.size, args.nodes, args.batches) for _ in range(args.repeats)]
+    runs = [run(args.size, args.nodes, args.batches, args.protocol) for _ in range(args.repeats)]
     print(
         json.dumps(
             {
                 "tree": str(Path(server.__file__).resolve().parent.parent),
                 "size": args.size,
+                "protocol": args.protocol,
                 "cpu_us_per_batch": round(statistics.median(r["cpu_us_per_batch"] for r in runs), 1),
                 "runs": [round(r["cpu_us_per_batch"], 1) for r in runs],
             }

@@ -13,6 +13,10 @@ apart: ``cpu(n) = fixed + n * per_sample``.
 
     .venv/bin/python bench/ingest_saturate.py [--sizes 16,400] [--conns 64] [--rounds 3] [--round-s 15]
                                               [--db sqlite|postgresql] [--soak-s S] [--check] [--json FILE]
+                                              [--protocol 2|3]
+
+``--protocol 3`` sends both servers the same batches as protocol 3 bodies (`gpuwatch.columnar`); the
+parse-only server then splits the body, decodes its JSON envelope and views each column as an array.
 
 ``--soak-s`` then runs gpuwatch alone, saturated with the largest batches, for S more seconds, and reads
 its RSS every 30 s: memory that grows under load shows there.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import math
 import multiprocessing as mp
@@ -47,7 +52,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from ingest import EVENT_EVERY, LINES_PER_BATCH, Load, _Conn, _cpu_rss, _payloads, _templates, _tokens, check, machine  # noqa: E402
 
 from agent.collectors.simulated import SimulatedCollector  # noqa: E402
-from gpuwatch.protocol import RegisterRequest  # noqa: E402
+from gpuwatch import columnar  # noqa: E402
+from gpuwatch.protocol import Batch, RegisterRequest  # noqa: E402
 from server.store.migrate import upgrade  # noqa: E402
 from tests.helpers import Proc, free_port, wait_until  # noqa: E402
 
@@ -64,8 +70,19 @@ def _load(samples: int, batches: int) -> Load:
 # -- the parse-only server ---------------------------------------------------------------------------
 
 
+def as_protocol_3(body: bytes) -> bytes:
+    """A gzipped protocol 2 batch as a gzipped protocol 3 one (gzip level 1, as `ingest._payloads`)."""
+    return gzip.compress(columnar.encode(Batch.model_validate_json(gzip.decompress(body))), compresslevel=1)
+
+
+_DTYPES = {"d": "<f8", "f": "<f4", "q": "<i8", "b": "<i1"}
+COLUMNAR = columnar.CONTENT_TYPE.encode()
+
+
 def serve_reference(port: int) -> None:
-    """gunzip, decode the JSON, keep each node's latest batch, acknowledge: the least an ingest server does."""
+    """gunzip, decode the JSON (protocol 3: split, decode the envelope, view the columns), keep each node's
+    latest batch, acknowledge: the least an ingest server does."""
+    import numpy as np
     import uvicorn
 
     latest: dict[bytes, Any] = {}
@@ -81,7 +98,18 @@ def serve_reference(port: int) -> None:
             body += msg.get("body", b"")
             more = msg.get("more_body", False)
         headers = dict(scope["headers"])
-        if scope["path"].endswith("/ingest"):
+        if scope["path"].endswith("/ingest") and headers.get(b"content-type", b"").startswith(COLUMNAR):
+            envelope, region = columnar.split(zlib.decompress(body, 16 + zlib.MAX_WBITS))
+            batch = decode(envelope)
+            at, arrays = 0, []
+            for c in batch["columns"]:  # each column viewed as an array, as gpuwatch does
+                dtype = _DTYPES[columnar.COLUMN_TYPES[c["name"]]]
+                arrays.append(np.frombuffer(region[at : at + c["bytes"]], dtype=dtype))
+                at += c["bytes"]
+            latest[headers.get(b"authorization", b"")] = (batch, arrays)
+            samples = sum(s["n"] for s in batch["series"])
+            out = msgspec.json.encode({"batch_id": batch["batch_id"], "samples": samples, "logs": len(batch["logs"])})
+        elif scope["path"].endswith("/ingest"):
             batch = decode(zlib.decompress(body, 16 + zlib.MAX_WBITS))
             latest[headers.get(b"authorization", b"")] = batch
             samples = sum(len(s["ts"]) for s in batch.get("series", ()))
@@ -101,7 +129,7 @@ def serve_reference(port: int) -> None:
 Nodes = list[tuple[int, str, str]]
 
 
-def _generator(by_size: dict[int, Nodes], per_node: dict[int, int], cmds: Any, results: Any) -> None:
+def _generator(by_size: dict[int, Nodes], per_node: dict[int, int], cmds: Any, results: Any, protocol: int = 2) -> None:
     """Build every node's batches (a set of nodes for each batch size: each node's batch ids and sequence
     numbers start at 0), then run the rounds the parent sends: (kind, url, size, seconds) → samples
     acknowledged, batches, refusals, whether a node ran out of batches. At the end: what gpuwatch acknowledged."""
@@ -110,6 +138,8 @@ def _generator(by_size: dict[int, Nodes], per_node: dict[int, int], cmds: Any, r
     for size, nodes in by_size.items():
         load = _load(size, per_node[size])
         bodies[size] = {i: [p for _, p in _payloads(_templates(name, i, load), i, load, start)] for i, name, _ in nodes}
+        if protocol == 3:
+            bodies[size] = {i: [as_protocol_3(b) for b in mine] for i, mine in bodies[size].items()}
     sent = {(kind, size, i): 0 for kind in ("ref", "gw") for size, nodes in by_size.items() for i, _, _ in nodes}
     every = [n for nodes in by_size.values() for n in nodes]
     results.put("built")
@@ -132,6 +162,8 @@ def _generator(by_size: dict[int, Nodes], per_node: dict[int, int], cmds: Any, r
 
         async def node(i: int, token: str) -> None:
             conn, headers = _Conn(url), _auth(token) | {"Content-Encoding": "gzip"}
+            if protocol == 3:
+                headers["Content-Type"] = columnar.CONTENT_TYPE
             mine = bodies[size][i]
             try:
                 while time.monotonic() < end:
@@ -208,6 +240,7 @@ def main() -> None:
     ap.add_argument("--soak-s", type=float, default=0.0, help="then gpuwatch alone, saturated, this long (RSS)")
     ap.add_argument("--check", action="store_true", help="read back every line and event gpuwatch acknowledged")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--protocol", type=int, choices=(2, 3), default=2, help="3: both servers get protocol 3 bodies")
     ap.add_argument("--serve-reference", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve_reference:
@@ -257,7 +290,10 @@ def _measure(
     ctx = mp.get_context("spawn")
     gens = [(ctx.Queue(), ctx.Queue()) for _ in range(args.procs)]
     workers = [
-        ctx.Process(target=_generator, args=({s: n[k :: args.procs] for s, n in by_size.items()}, per_node, cmds, res))
+        ctx.Process(
+            target=_generator,
+            args=({s: n[k :: args.procs] for s, n in by_size.items()}, per_node, cmds, res, args.protocol),
+        )
         for k, (cmds, res) in enumerate(gens)
     ]
     ref_url, gw_url = f"http://127.0.0.1:{ref_port}", f"http://127.0.0.1:{gw_port}"
@@ -314,7 +350,8 @@ def _report(results: dict[str, Any], args: argparse.Namespace) -> None:
     rounds = results["rounds"]
     sizes = sorted({int(k.split()[1]) for k in rounds})
     print(
-        f"{args.conns} connections, {args.rounds} rounds of {args.round_s:g} s each, {args.db}; {os.cpu_count()} CPUs"
+        f"{args.conns} connections, {args.rounds} rounds of {args.round_s:g} s each, {args.db}, "
+        f"protocol {args.protocol}; {os.cpu_count()} CPUs"
     )
     print("| batch | reference samples/s | gpuwatch samples/s | ratio | ref. µs/batch | gpuwatch µs/batch | refused |")
     print("|---|---|---|---|---|---|---|")

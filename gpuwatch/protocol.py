@@ -257,10 +257,10 @@ def batch_errors(batch: Any, now: float) -> list[tuple[tuple[Any, ...], str]]:
         for n, item in enumerate(getattr(batch, kind)):
             if not lo <= item.ts <= hi:
                 out.append(((kind, n, "ts"), f"timestamp {item.ts!r} {window}"))
-    for n, s in enumerate(batch.series):
-        if s.ts and not (lo <= min(s.ts) and max(s.ts) <= hi):
-            i = next(i for i, t in enumerate(s.ts) if not lo <= t <= hi)
-            out.append((("series", n, "ts", i), f"timestamp {s.ts[i]!r} {window}"))
+    for n, s in enumerate(batch.series):  # (protocol 3's series have no ts: their columns are checked apart)
+        if (ts := getattr(s, "ts", None)) and not (lo <= min(ts) and max(ts) <= hi):
+            i = next(i for i, t in enumerate(ts) if not lo <= t <= hi)
+            out.append((("series", n, "ts", i), f"timestamp {ts[i]!r} {window}"))
     for n, ev in enumerate(batch.events):
         if why := data_error(ev.data):
             out.append((("events", n, "data"), why))
@@ -433,7 +433,10 @@ class Batch(_Model):
 
 def sample_count(batch: Any) -> int:
     """GPU samples in a batch (a `Batch` or the server's decoding of one), rows and series alike."""
-    return len(batch.samples) + sum(len(s.ts) for s in batch.series)
+    series = batch.series
+    if (size := getattr(series, "size", None)) is not None:  # the server's block of a protocol 3 batch
+        return len(batch.samples) + size
+    return len(batch.samples) + sum(len(s.ts) for s in series)
 
 
 class BatchAck(_Model):

@@ -65,8 +65,10 @@ def validation_error(exc: ValidationError) -> RequestValidationError:
     return RequestValidationError(errors)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The raw body, gunzipped; 413 past ``limit`` bytes (before and after gunzip), 400/415 for bad encodings."""
+async def read_body(request: Request, limit: int, *, json: bool = True) -> bytes:
+    """The raw body, gunzipped; 413 past ``limit`` bytes (before and after gunzip), 400/415 for bad encodings.
+    A JSON body has its NULs replaced (`without_nul`); another (``json`` false: protocol 3's binary batch)
+    is left as it is, its reader replacing them where it finds JSON (server/ingest/decode.py)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
@@ -84,7 +86,7 @@ async def read_body(request: Request, limit: int) -> bytes:
         raw = _gunzip(raw, limit)
     elif encoding != "identity":
         raise HTTPException(415, f"unsupported Content-Encoding {encoding!r}: send gzip or identity")
-    return without_nul(raw)
+    return without_nul(raw) if json else raw
 
 
 # ``\u0000`` preceded by an even number of backslashes: an escaped NUL, not the text "\u0000".

@@ -38,6 +38,12 @@ class IngestMetrics:
             "(counted once per job and batch): a node reports only on its own jobs (docs/security.md).",
             registry=registry,
         )
+        self.protocols = Counter(
+            "gpuwatch_ingest_batches_by_protocol",
+            "Ingest batches stored or found replays, by wire protocol: 2 (JSON) or 3 (binary columns).",
+            ["protocol"],
+            registry=registry,
+        )
         self.latency = Gauge(
             "gpuwatch_ingest_last_batch_seconds", "Time the last batch took to store.", registry=registry
         )
@@ -45,6 +51,7 @@ class IngestMetrics:
             (self.batches, BATCH_OUTCOMES),
             (self.items, ("sample", "log", "event")),
             (self.duplicates, ("log", "event")),
+            (self.protocols, ("2", "3")),
         ):
             for value in values:
                 labelled.labels(value)

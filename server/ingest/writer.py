@@ -74,6 +74,7 @@ class _Item:
     raw: bytes
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Stored]
+    columnar: bool = False  # a protocol 3 body (gpuwatch.columnar), not JSON
     batch: Batch | None = None
     result: StoreResult | None = None
     follow: FollowUp | None = None
@@ -137,9 +138,10 @@ class BatchWriter:
         if self._queued > 0 and self._queued + max(size, 1) > self._max:  # one batch always fits
             raise QueueFull(self._queued)
 
-    async def submit(self, node: Node, raw: bytes) -> Stored:
-        """Queue ``raw`` (a gunzipped batch body) for ``node``; wait until it is stored or refused
-        (`QueueFull`; pydantic's ValidationError for a batch that does not decode; the database's error)."""
+    async def submit(self, node: Node, raw: bytes, columnar: bool = False) -> Stored:
+        """Queue ``raw`` (a gunzipped batch body, protocol 3's with ``columnar``) for ``node``; wait until it
+        is stored or refused (`QueueFull`; pydantic's ValidationError for a batch that does not decode; the
+        database's error)."""
         with self._lock:
             self._refuse_if_full(len(raw))
             self._queued += len(raw)
@@ -147,7 +149,7 @@ class BatchWriter:
                 self._thread = threading.Thread(target=self._run, name="gpuwatch-ingest", daemon=True)
                 self._thread.start()
         loop = asyncio.get_running_loop()
-        item = _Item(node, raw, loop, loop.create_future())
+        item = _Item(node, raw, loop, loop.create_future(), columnar)
         self._queue.put(item)
         return await item.future
 
@@ -212,7 +214,7 @@ class BatchWriter:
         valid = []
         for item in group:
             try:
-                item.batch = decode_batch(item.raw)  # msgspec mirrors of the wire models
+                item.batch = decode_batch(item.raw, columnar=item.columnar)  # msgspec mirrors, samples as a block
                 valid.append(item)
             except ValidationError as exc:
                 item.error = exc
@@ -229,6 +231,10 @@ class BatchWriter:
                     except Exception as one:  # this batch's own error, for its own request
                         item.error = one
         self._count([item.result for item in valid if item.result is not None])
+        if columnar := sum(1 for item in valid if item.result is not None and item.columnar):
+            self._metrics.protocols.labels("3").inc(columnar)
+        if other := sum(1 for item in valid if item.result is not None and not item.columnar):
+            self._metrics.protocols.labels("2").inc(other)
         for item in valid:
             if item.result is not None:
                 assert item.batch is not None

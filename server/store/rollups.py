@@ -24,6 +24,7 @@ from itertools import islice
 from operator import itemgetter, mul
 from typing import Any
 
+import numpy as np
 from sqlalchemy import ARRAY, Float, Integer, bindparam, case, cast, func, select, update
 from sqlalchemy.orm import Session
 
@@ -32,6 +33,7 @@ from server.store.jobs import IDLE_UTIL, job_ids
 from server.store.models import Gpu, GpuRollup, JobRollup
 from server.store.nodes import upsert_gpus
 from server.store.upsert import insert_for
+from server.telemetry.samples import SampleBlock
 
 _GPU_SUMS = ("samples", "util_sum", "mem_util_sum", "power_sum_w", "gpu_seconds", "idle_seconds")
 _GPU_SUMS += ("unallocated_seconds", "energy_j")
@@ -118,12 +120,12 @@ class RollupBuffer:
         self._seen_written: dict[int, float] = {}  # gpus.id → the last-seen time last written
         self._gpu_ids: dict[tuple[int, int], int] = {}  # (node id, index) → gpus.id, learnt by flushes
 
-    def add(self, node_id: int, series: Iterable[GpuSeries]) -> None:
+    def add(self, node_id: int, series: SampleBlock | Iterable[GpuSeries]) -> None:
         """Fold ``series`` (in time order) of ``node_id`` into the pending sums."""
         with self._lock:  # straight into them: a part folded apart and merged cost as much again
             _fold(self._pending, node_id, series)
 
-    def write(self, session: Session, node_id: int, series: Iterable[GpuSeries]) -> int:
+    def write(self, session: Session, node_id: int, series: SampleBlock | Iterable[GpuSeries]) -> int:
         """Write the rollups of ``series`` now, in ``session``'s transaction, bypassing the buffer."""
         part = _Pending()
         _fold(part, node_id, series)
@@ -230,10 +232,13 @@ class RollupBuffer:
             self._seen_written[row["row_id"]] = row["seen"].timestamp()
 
 
-def _fold(into: _Pending, node_id: int, series: Iterable[GpuSeries]) -> None:
+def _fold(into: _Pending, node_id: int, series: SampleBlock | Iterable[GpuSeries]) -> None:
     """Fold the series' sums by (GPU, minute) and (job, rank, minute) into ``into``. A series within one
     minute (at the agent's default batches, nearly all) is summed column by column as it is, with no
-    slice; a series crossing minutes minute by minute."""
+    slice; a series crossing minutes minute by minute. A block goes to `_fold_block`."""
+    if isinstance(series, SampleBlock):
+        _fold_block(into, node_id, series)
+        return
     for s in series:
         ts, n = s.ts, len(s.ts)
         periods = series_periods(s)
@@ -328,6 +333,97 @@ def _fold_minute(
             acc[1] += idle
             acc[2] += busy
             acc[3] += energy
+
+
+def _fold_block(into: _Pending, node_id: int, block: SampleBlock) -> None:
+    """`_fold` of a batch's block (protocol 3): its columns are
+    summed over each series' run of samples within a minute (at the agent's default batches, one run per
+    series) by one `numpy.add.reduceat` for all the sums and one `numpy.fmax.reduceat` for the maxima; what
+    is left per run is adding its row into the pending sums. A column with gaps sums the samples that have
+    the value (a power not reported counts as 0 W); a maximum of nothing is 0."""
+    if not len(block):
+        return
+    ts, starts = block.ts, block.starts
+    minutes = np.floor_divide(ts, 60.0).astype(np.int64)
+    new = np.empty(block.size, dtype=bool)
+    new[0] = True
+    np.not_equal(minutes[1:], minutes[:-1], out=new[1:])
+    new[starts[:-1]] = True
+    runs = np.flatnonzero(new)  # each run: one series' samples within one minute
+    which = np.searchsorted(starts, runs, side="right") - 1  # the series of each run
+    p = block.periods()
+    u, w = block.floats.get("util_gpu"), block.floats.get("power_w")
+    nothing = _zeros(block.size)
+    u0 = nothing if u is None else np.nan_to_num(u, nan=0.0)
+    w0 = nothing if w is None else np.nan_to_num(w, nan=0.0)
+    idle = nothing if u is None else np.where(u < IDLE_UTIL, p, 0.0)
+    mem = block.floats.get("util_mem")
+    sums = np.add.reduceat(
+        np.stack([p, u0, nothing if mem is None else np.nan_to_num(mem, nan=0.0), w0, idle, w0 * p, u0 * p]),
+        runs,
+        axis=1,
+    )
+    maxima = np.fmax.reduceat(
+        np.stack([_or_nan(block, n) for n in ("util_gpu", "fb_used_mib", "temp_c")]), runs, axis=1
+    )
+    sums_t, maxima_t = sums.T.tolist(), np.nan_to_num(maxima, nan=0.0).T.tolist()
+    counts = np.diff(np.append(runs, block.size)).tolist()
+    jobs, ranks, gpus = block.job, block.rank, block.gpu
+    for n, m, row, most, count in zip(which.tolist(), minutes[runs].tolist(), sums_t, maxima_t, counts, strict=True):
+        seconds, util_sum, mem_sum, power_sum, idle_s, energy, busy = row
+        job, minute = jobs[n], _minute(m)
+        key = (node_id, gpus[n], minute)
+        acc = into.gpus.get(key)
+        if acc is None:
+            into.gpus[key] = [
+                count,
+                util_sum,
+                mem_sum,
+                power_sum,
+                seconds,
+                idle_s,
+                0.0 if job is not None else seconds,
+                energy,
+                *most,
+            ]
+        else:  # _fold_gpu, unrolled
+            acc[0] += count
+            acc[1] += util_sum
+            acc[2] += mem_sum
+            acc[3] += power_sum
+            acc[4] += seconds
+            acc[5] += idle_s
+            acc[6] += 0.0 if job is not None else seconds
+            acc[7] += energy
+            acc[8] = max(acc[8], most[0])
+            acc[9] = max(acc[9], most[1])
+            acc[10] = max(acc[10], most[2])
+        if job is not None:
+            rank = ranks[n]
+            key = (job, -1 if rank is None else rank, minute)
+            acc = into.jobs.get(key)
+            if acc is None:
+                into.jobs[key] = [seconds, idle_s, busy, energy]
+            else:
+                acc[0] += seconds
+                acc[1] += idle_s
+                acc[2] += busy
+                acc[3] += energy
+    first_total = block.floats.get("fb_total_mib")
+    totals = [None] * len(block) if first_total is None else first_total[starts[:-1]].tolist()
+    for gpu, uuid, total, last in zip(gpus, block.uuid, totals, block.last_ts(), strict=True):
+        into.uuids[(node_id, gpu)] = (uuid, None if total is None or total != total else total)
+        if last > into.gpu_seen.get((node_id, gpu), 0.0):
+            into.gpu_seen[(node_id, gpu)] = last
+
+
+def _zeros(n: int) -> np.ndarray:
+    return np.zeros(n)
+
+
+def _or_nan(block: SampleBlock, name: str) -> np.ndarray:
+    column = block.floats.get(name)
+    return np.full(block.size, np.nan) if column is None else column
 
 
 @lru_cache(maxsize=4096)

@@ -20,8 +20,11 @@ from dataclasses import dataclass, field
 from operator import mul
 from typing import Any, Literal
 
+import numpy as np
+
 from gpuwatch.protocol import CheckpointReport, GpuSeries, JobProcess, StepReport, series_periods
 from server.telemetry.points import POINT_GAP_S, GpuPoint, PointRing, Window
+from server.telemetry.samples import SampleBlock
 
 
 @dataclass(slots=True)
@@ -207,6 +210,91 @@ def _at(s: GpuSeries, i: int) -> tuple[float, float | None, int | None, float | 
     return period or 1.0, s.power_w[i] if s.power_w is not None else None, tx, pcie
 
 
+def _fold_block_points(
+    r: RankState,
+    block: SampleBlock,
+    i: int,
+    now: float,
+    idle_util: float,
+    newest: tuple[Any, ...],
+    utils: list[float] | None,
+    gaps: bool,
+) -> None:
+    """One point per GPU per `POINT_GAP_S` bucket: the open bucket's point takes series ``i``'s first
+    samples (unless the ring overwrote it meanwhile), the rest open buckets of their own. ``newest``:
+    the last sample's period, power, NVLink and PCIe, already read (the last bucket's point has them);
+    ``utils``: the block's utilisations as a list (NaN: not reported), ``gaps``: the series has NaN there."""
+    bounds = block.bounds()
+    a, n = bounds[i], bounds[i + 1]
+    ts, gpu, points = block.ts_list(), block.gpu[i], r.points
+    start = a
+    while start < n:
+        bucket = r.bucket.get(gpu)
+        if (
+            bucket is not None
+            and bucket[0] <= ts[start] < bucket[0] + POINT_GAP_S
+            and points.count - bucket[1] <= points.size  # not overwritten (`PointRing.holds`)
+        ):
+            seq: int | None = bucket[1]
+            end = bisect_left(ts, bucket[0] + POINT_GAP_S, start + 1, n)
+        else:
+            seq, end = None, bisect_left(ts, ts[start] + POINT_GAP_S, start + 1, n)
+        count, mean, idle = 0, None, 0
+        if utils is not None:
+            chunk = utils[start:end]
+            if gaps:
+                chunk = [u for u in chunk if u == u]
+            if count := len(chunk):
+                mean = sum(chunk) / count
+                idle = 0 if min(chunk) >= idle_util else len([u for u in chunk if u < idle_util])
+        period, watts, nvlink, pcie = newest if end == n else _block_at(block, end - 1)
+        if seq is None:
+            seq = points.put(ts[end - 1], now, gpu, mean, period, watts, nvlink, pcie, count, idle)
+            r.bucket[gpu] = (ts[start], seq)
+        else:
+            points.merge(seq, ts[end - 1], now, mean, period, watts, nvlink, pcie, count, idle)
+        start = end
+
+
+#: What a point keeps of a GPU's sample besides its utilisation.
+_NEWEST = ("period_s", "power_w", "nvlink_tx_kib", "nvlink_rx_kib", "pcie_tx_kbps", "pcie_rx_kbps")
+
+
+def _point_values(row: tuple[Any, ...]) -> tuple[float, float | None, int | None, float | None]:
+    """A sample's period (1 s where not said), power, NVLink counter (TX + RX) and PCIe rate (TX + RX),
+    from its `_NEWEST` values."""
+    period, watts, tx, rx, pcie, pcie_rx = row
+    if tx is not None and rx is not None:
+        tx += rx
+    if pcie is not None:
+        pcie += pcie_rx or 0.0
+    return period or 1.0, watts, tx, pcie
+
+
+def _block_at(block: SampleBlock, j: int) -> tuple[float, float | None, int | None, float | None]:
+    """`_point_values` of the block's sample ``j``, from lists made for the whole block at its first call
+    (a 400-sample batch closes a bucket every 5 samples: reading numpy scalars one by one cost more than
+    the rest of the fold)."""
+    lists = block.cached("points", _point_lists)
+    period, watts, nvlink, pcie = (column[j] for column in lists)
+    return period, None if watts != watts else watts, None if nvlink < 0 else nvlink, None if pcie != pcie else pcie
+
+
+def _point_lists(block: SampleBlock) -> tuple[list[Any], ...]:
+    """Each sample's `_point_values` as four lists (NaN, or -1 for NVLink: not reported)."""
+    n = block.size
+    power = block.floats.get("power_w")
+    tx, rx = block.ints.get("nvlink_tx_kib"), block.ints.get("nvlink_rx_kib")
+    if tx is None:
+        nvlink = np.full(n, -1, dtype=np.int64)
+    else:
+        nvlink = tx if rx is None else np.where(tx < 0, -1, tx + np.maximum(rx, 0))
+    ptx, prx = block.floats.get("pcie_tx_kbps"), block.floats.get("pcie_rx_kbps")
+    pcie = np.full(n, np.nan) if ptx is None else ptx if prx is None else ptx + np.nan_to_num(prx, nan=0.0)
+    watts = np.full(n, np.nan) if power is None else power
+    return block.periods().tolist(), watts.tolist(), nvlink.tolist(), pcie.tolist()
+
+
 def _ratio(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
 
@@ -280,12 +368,15 @@ class JobTracker:
                     r = job.rank(p.rank)
                     r.node, r.pid = node, p.pid
 
-    def add_series(self, node: str, series: list[GpuSeries]) -> None:
+    def add_series(self, node: str, series: list[GpuSeries] | SampleBlock) -> None:
         """Attributed GPU samples (series sorted by time): utilisation, energy and idle time per job and rank.
 
         At the agent's default batches (two samples a series) the cost is per series, not per sample:
         each column is looked at once, in C where it can be (`sum`, `min`, `map`), and a point goes into
-        the ring as values, not as an object."""
+        the ring as values, not as an object. A batch's block goes to `_add_block`."""
+        if isinstance(series, SampleBlock):
+            self._add_block(node, series)
+            return
         now = self.clock()
         idle_util = self.idle_util
         with self._lock:
@@ -317,6 +408,51 @@ class JobTracker:
                     mean = None if u is None else (0.0 + u) / 1  # a mean of one, as it always was (-0.0 reads 0.0)
                     r.latest[gpu] = GpuPoint(ts[-1], now, gpu, mean, *newest, n, idle)
                 _fold_points(r, s, now, idle_util, newest)
+
+    def _add_block(self, node: str, block: SampleBlock) -> None:
+        """`add_series` of a batch's block (protocol 3): the block's GPU seconds, idle seconds and energy are
+        summed for all its series by one `numpy.add.reduceat`, each series' last sample is read from the
+        columns at once, and a point goes into the ring as values, not as an object."""
+        if all(job is None for job in block.job):
+            return
+        now = self.clock()
+        idle_util = self.idle_util
+        starts = block.starts[:-1]
+        p, u, w = block.periods(), block.floats.get("util_gpu"), block.floats.get("power_w")
+        rows = [p]
+        if u is not None:
+            rows.append(np.where(u < idle_util, p, 0.0))
+            gaps = np.add.reduceat(np.isnan(u), starts).tolist()
+            utils: list[float] | None = u.tolist()
+        else:
+            gaps, utils = [0] * len(block), None
+        if w is not None:
+            rows.append(np.nan_to_num(w, nan=0.0) * p)
+        sums = np.add.reduceat(np.stack(rows), starts, axis=1).T.tolist()
+        newest_rows = block.at_last(_NEWEST)
+        last_ts, bounds = block.last_ts(), block.bounds()
+        with self._lock:
+            for i, name in enumerate(block.job):
+                if name is None or (job := self._job(name, now, node)) is None:
+                    continue
+                rank = block.rank[i]
+                r = job.rank(-1 if rank is None else rank)
+                r.node = r.node or node
+                gpu, total = block.gpu[i], sums[i]
+                job.gpu_seconds += total[0]
+                if u is not None:
+                    job.idle_gpu_seconds += total[1]
+                if w is not None:
+                    job.energy_j += total[-1]
+                newest = _point_values(newest_rows[i])
+                known = r.latest.get(gpu)
+                last = last_ts[i]
+                if known is None or last >= known.ts:
+                    uu = None if utils is None or (x := utils[bounds[i + 1] - 1]) != x else x
+                    n, idle = (0, 0) if uu is None else (1, int(uu < idle_util))
+                    mean = None if uu is None else (0.0 + uu) / 1  # a mean of one, as it always was (-0.0 reads 0.0)
+                    r.latest[gpu] = GpuPoint(last, now, gpu, mean, *newest, n, idle)
+                _fold_block_points(r, block, i, now, idle_util, newest, utils, bool(gaps[i]))
 
     def add_steps(self, node: str, steps: list[StepReport]) -> set[str]:
         """Record steps; the names of the jobs they were of (for `server.detect.stragglers`)."""

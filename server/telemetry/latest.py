@@ -20,8 +20,11 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from gpuwatch.protocol import GpuInfo, GpuSample, GpuSeries, IbPortSample, sample_at
 from server.telemetry.labels import LabelBudget
+from server.telemetry.samples import RING_COLUMNS, SampleBlock
 
 
 class Point(NamedTuple):
@@ -37,12 +40,13 @@ class Point(NamedTuple):
 
 _VALUES = Point._fields[1:]
 _KEPT = Point._fields  # the series' columns a ring keeps: its times, then _VALUES
+assert _VALUES == RING_COLUMNS
 
 
 class Ring:
     """The last ``size`` points, at most one per ``min_gap_s`` seconds, in typed arrays (NaN is None)."""
 
-    __slots__ = ("arrays", "count", "min_gap_s", "next_ts", "size", "ts", "values")
+    __slots__ = ("_views", "arrays", "count", "min_gap_s", "next_ts", "size", "ts", "values")
 
     def __init__(self, size: int, min_gap_s: float = 1.0) -> None:
         self.size, self.count, self.min_gap_s = size, 0, min_gap_s
@@ -50,6 +54,7 @@ class Ring:
         self.ts = array("d", bytes(8 * size))
         self.values = [array("f", bytes(4 * size)) for _ in _VALUES]
         self.arrays = (self.ts, *self.values)  # in _KEPT's order
+        self._views: tuple[np.ndarray, ...] | None = None  # numpy views of ``arrays``, made at a block's first add
 
     def add(self, series: GpuSeries) -> None:
         """Keep the samples of ``series`` (sorted by time) that are ``min_gap_s`` past the newest point."""
@@ -78,6 +83,37 @@ class Ring:
             column = getattr(series, name)
             for i, value in zip(slots, [None] * n if column is None else [column[k] for k in keep], strict=True):
                 out[i] = math.nan if value is None else value
+
+    def add_from(self, block: SampleBlock, i: int) -> None:
+        """`add` for series ``i`` of a batch's block: the samples kept go in as array slices of its columns."""
+        bounds = block.bounds()
+        a, b = bounds[i], bounds[i + 1]
+        times = block.ts_list()
+        keep, next_ts, gap = [], self.next_ts, self.min_gap_s
+        for n in range(a, b):  # which samples: usually all of them
+            if (ts := times[n]) >= next_ts:
+                keep.append(n)
+                next_ts = ts + gap
+        if not keep:
+            return
+        self.next_ts = next_ts
+        if self._views is None:  # the arrays' own memory, written through numpy
+            self._views = tuple(np.frombuffer(out, dtype=np.dtype(out.typecode)) for out in self.arrays)
+        size, count, n = self.size, self.count, len(keep)
+        self.count = count + n
+        if n > size:  # only the newest ``size`` stay
+            keep, count, n = keep[-size:], count + n - size, size
+        start = count % size
+        ts, values = self._views[0], self._views[1:]
+        if n == b - a and start + n <= size:  # all of them, in one stretch
+            ts[start : start + n] = block.ts[a:b]
+            for out, row in zip(values, block.ring_values(), strict=True):
+                out[start : start + n] = row[a:b]
+            return
+        slots = [(count + k) % size for k in range(n)]
+        ts[slots] = block.ts[keep]
+        for out, row in zip(values, block.ring_values(), strict=True):
+            out[slots] = row[keep]
 
     def points(self) -> list[Point]:
         """Oldest first."""
@@ -115,6 +151,11 @@ class Faults(NamedTuple):
         """The counts of the last sample of ``series``, read from its columns (no sample built)."""
         return cls(*(None if column is None else column[-1] for column in _FAULT_COLUMNS(series)))
 
+    @classmethod
+    def last_of_block(cls, block: SampleBlock) -> list[Faults]:
+        """The counts of each series' last sample, read from a block's columns at once (no sample built)."""
+        return [cls(*row) for row in block.at_last(cls._fields)]
+
 
 _FAULT_COLUMNS = attrgetter(*Faults._fields)
 
@@ -140,7 +181,8 @@ class GpuState:
     recent: Ring | None = field(default=None, repr=False)
     faults: Faults = NO_FAULTS  # the latest known, from its samples or (after a restart) the database
     latest_ts: float | None = None  # the latest sample's time
-    unbuilt: GpuSeries | None = field(default=None, repr=False)  # whose last sample is the latest, not built yet
+    #: whose last sample is the latest, not built yet: a series, or (block, series index)
+    unbuilt: GpuSeries | tuple[SampleBlock, int] | None = field(default=None, repr=False)
 
 
 @dataclass(slots=True)
@@ -197,10 +239,14 @@ class Telemetry:
             if state.received_at is None:
                 state.received_at, state.faults = sampled_at, faults
 
-    def add_series(self, node: str, series: list[GpuSeries], now: float | None = None) -> list[FaultChange]:
+    def add_series(
+        self, node: str, series: list[GpuSeries] | SampleBlock, now: float | None = None
+    ) -> list[FaultChange]:
         """Samples (series sorted by time): the newest of each GPU becomes its latest, and the ring keeps
         some. Only the samples kept are looked at one by one. Returns the GPUs whose fault counts changed."""
         now = time.time() if now is None else now
+        if isinstance(series, SampleBlock):
+            return self._add_block(node, series, now)
         changed = []
         with self._lock:
             for s in series:
@@ -216,6 +262,27 @@ class Telemetry:
                         changed.append(FaultChange(s.gpu, s.uuid, faults, last))
                 if state.recent is not None and s.ts[-1] >= state.recent.next_ts:
                     state.recent.add(s)
+        return changed
+
+    def _add_block(self, node: str, block: SampleBlock, now: float) -> list[FaultChange]:
+        """`add_series` of a batch's block: the series' last samples and fault counts are read from its
+        columns at once, and the rings take array slices."""
+        changed = []
+        faults_of: list[Faults] | None = None
+        with self._lock:
+            for i, (gpu, last) in enumerate(zip(block.gpu, block.last_ts(), strict=True)):
+                state = self._gpus.get((node, gpu))
+                if state is None:
+                    state = self._add_gpu(node, GpuInfo(index=gpu, uuid=block.uuid[i], name="unknown"))
+                if state.latest_ts is None or last >= state.latest_ts:
+                    state.unbuilt, state.latest_ts, state.received_at = (block, i), last, now
+                    if faults_of is None:
+                        faults_of = Faults.last_of_block(block)
+                    if (faults := faults_of[i]) != state.faults:
+                        state.faults = faults
+                        changed.append(FaultChange(gpu, block.uuid[i], faults, last))
+                if state.recent is not None and last >= state.recent.next_ts:
+                    state.recent.add_from(block, i)
         return changed
 
     def add_ib(self, node: str, ports: list[IbPortSample], now: float | None = None) -> None:
@@ -291,7 +358,12 @@ class Telemetry:
     def _copy(self, state: GpuState) -> GpuState:
         """A copy for readers, its latest sample built if a batch left it unbuilt (the caller holds the lock)."""
         if (series := state.unbuilt) is not None:
-            state.latest, state.unbuilt = sample_at(series, len(series.ts) - 1, self._sample_type), None
+            if isinstance(series, tuple):
+                block, i = series
+                state.latest = block.sample(i, self._sample_type)
+            else:
+                state.latest = sample_at(series, len(series.ts) - 1, self._sample_type)
+            state.unbuilt = None
         # Samples are immutable; only the containers need copying.
         return GpuState(
             state.node, state.info, state.latest, state.received_at, faults=state.faults, latest_ts=state.latest_ts

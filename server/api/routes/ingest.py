@@ -9,7 +9,9 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from gpuwatch.protocol import PROTOCOL_VERSION, Api, Batch, BatchAck, Heartbeat, RegisterRequest, RegisterResponse
+from gpuwatch.columnar import CONTENT_TYPE as COLUMNAR_TYPE
+from gpuwatch.columnar import VERSION as COLUMNAR_VERSION
+from gpuwatch.protocol import Api, Batch, BatchAck, Heartbeat, RegisterRequest, RegisterResponse
 from server.api.body import json_body, read_body, read_model, validation_error
 from server.api.deps import NodeDep, ServicesDep, node_of, own_node
 from server.ingest.writer import QueueFull
@@ -47,7 +49,7 @@ async def register_node(request: Request, node: NodeDep, svc: ServicesDep) -> Re
     return RegisterResponse(
         node=node.name,
         server_time=time.time(),
-        protocol=PROTOCOL_VERSION,
+        protocol=COLUMNAR_VERSION,  # reads 3 (Content-Type COLUMNAR_TYPE) and 1-2 (JSON)
         max_body_bytes=svc.settings.server.max_body_bytes,
     )
 
@@ -89,10 +91,11 @@ async def ingest_endpoint(request: Request) -> bytes:
 async def _store(request: Request, node: Node, svc: Services) -> BatchAck:
     try:
         svc.writer.check_room()
-        raw = await read_body(request, svc.settings.server.max_body_bytes)
+        columnar = request.headers.get("content-type", "").startswith(COLUMNAR_TYPE)  # protocol 3
+        raw = await read_body(request, svc.settings.server.max_body_bytes, json=not columnar)
         svc.ingest_metrics.request_bytes.inc(getattr(request.state, "body_bytes", 0))
         started = time.perf_counter()
-        _, result, follow = await svc.writer.submit(node, raw)  # stored with others, folded into memory
+        _, result, follow = await svc.writer.submit(node, raw, columnar)  # stored with others, folded into memory
     except QueueFull as full:
         raise HTTPException(503, str(full), headers={"Retry-After": str(full.retry_after_s)}) from None
     except ValidationError as exc:

@@ -17,6 +17,7 @@ from server.store.db import make_engine, make_sessionmaker, transaction
 from server.store.models import Node
 from server.store.rollups import RollupBuffer
 from server.telemetry.job_tracker import JobTracker
+from server.telemetry.samples import SampleBlock
 from tests.helpers import migrated_sqlite
 
 T0 = 1_800_000_000.0  # a whole hour: minute 0 is [T0, T0 + 60)
@@ -60,13 +61,20 @@ def _gpu0(start: int, end: int) -> Any:
     )
 
 
-def _batches() -> list[list[Any]]:
+def _batches(block: bool = False) -> list[Any]:
+    """The two batches' series, as lists (protocol 2's decoding) or, with ``block``, as protocol 3's
+    `SampleBlock`: both folds must give the same numbers."""
     unowned = Series(gpu=1, uuid="GPU-1", ts=[T0 + 58, T0 + 59])  # no column but ts, no job
     other = Series(gpu=2, uuid="GPU-2", job="k", ts=[T0 + 10, T0 + 11], power_w=[50.0, None])  # no rank
-    return [[_gpu0(0, 4), unowned, other], [_gpu0(4, 6)]]
+    batches = [[_gpu0(0, 4), unowned, other], [_gpu0(4, 6)]]
+    return [SampleBlock.of_series(b) for b in batches] if block else batches
 
 
-def test_rollups_of_a_series_crossing_a_minute(tmp_path: Path) -> None:
+BOTH = pytest.mark.parametrize("block", [False, True], ids=["lists", "block"])
+
+
+@BOTH
+def test_rollups_of_a_series_crossing_a_minute(tmp_path: Path, block: bool) -> None:
     url = migrated_sqlite(tmp_path)
     sessions = make_sessionmaker(make_engine(url))
     with transaction(sessions) as session:
@@ -75,7 +83,7 @@ def test_rollups_of_a_series_crossing_a_minute(tmp_path: Path) -> None:
         session.flush()
         node_id = node.id
     buffer = RollupBuffer(3600)
-    for series in _batches():
+    for series in _batches(block):
         buffer.add(node_id, series)
     with transaction(sessions) as session:
         buffer.flush(session)
@@ -119,10 +127,11 @@ class Clock:
         return self.now
 
 
-def test_job_totals_points_and_newest_sample_of_a_series_crossing_a_bucket() -> None:
+@BOTH
+def test_job_totals_points_and_newest_sample_of_a_series_crossing_a_bucket(block: bool) -> None:
     clock = Clock(T0 + 61)
     tracker = JobTracker(clock=clock)
-    first, second = _batches()
+    first, second = _batches(block)
     tracker.add_series("n1", first)
     with tracker.locked() as jobs:  # the newest sample (utilisation 4) is idle, its bucket's mean (19) is not
         assert tracker.gpus_idle(jobs["j"], clock.now)
@@ -159,12 +168,15 @@ def test_job_totals_points_and_newest_sample_of_a_series_crossing_a_bucket() -> 
     assert tracker.summary("unowned") is None and sorted(tracker.jobs()) == ["j", "k"]
 
 
+@BOTH
 @pytest.mark.parametrize(("idle_util", "idle_s", "idle_samples"), [(5.0, 3.5, 3), (60.0, 4.5, 4)])
-def test_job_idle_time_follows_the_trackers_threshold(idle_util: float, idle_s: float, idle_samples: int) -> None:
+def test_job_idle_time_follows_the_trackers_threshold(
+    idle_util: float, idle_s: float, idle_samples: int, block: bool
+) -> None:
     """The tracker's idle threshold is its own (the rollups' is fixed at 5 %): under 5 % are utilisations
     3 (0.5 s), 4 (2 s) and 1 (1 s); under 60 % also 50 (1 s)."""
     tracker = JobTracker(idle_util=idle_util, clock=Clock(T0 + 64))
-    for series in _batches():
+    for series in _batches(block):
         tracker.add_series("n1", series)
     j = tracker.summary("j")
     assert j is not None

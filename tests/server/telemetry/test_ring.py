@@ -5,7 +5,20 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+import pytest
+
 from server.telemetry.latest import Point, Ring
+from server.telemetry.samples import SampleBlock
+
+BOTH = pytest.mark.parametrize("block", [False, True], ids=["lists", "block"])
+
+
+def add(ring: Ring, s: SimpleNamespace, block: bool) -> None:
+    """A series into the ring as lists (protocol 2) or from a batch's block (protocol 3)."""
+    if block:
+        ring.add_from(SampleBlock.of_series([s]), 0)
+    else:
+        ring.add(s)
 
 
 def series(ts: list[float], util: list[float | None] | None = None) -> SimpleNamespace:
@@ -20,11 +33,12 @@ def series(ts: list[float], util: list[float | None] | None = None) -> SimpleNam
     )
 
 
-def test_the_ring_keeps_one_point_a_gap_the_newest_size_and_missing_values_as_none() -> None:
+@BOTH
+def test_the_ring_keeps_one_point_a_gap_the_newest_size_and_missing_values_as_none(block: bool) -> None:
     ring = Ring(5, min_gap_s=1.0)
-    ring.add(series([0.0, 1.0, 2.0], util=[10.0, None, 30.0]))  # in one stretch
-    ring.add(series([2.5, 3.0, 3.2, 4.0]))  # 2.5 and 3.2 are under a gap from the point before
-    ring.add(series([5.0, 6.0, 7.0]))  # wraps round the end
+    add(ring, series([0.0, 1.0, 2.0], util=[10.0, None, 30.0]), block)  # in one stretch
+    add(ring, series([2.5, 3.0, 3.2, 4.0]), block)  # 2.5 and 3.2 are under a gap from the point before
+    add(ring, series([5.0, 6.0, 7.0]), block)  # wraps round the end
     points = ring.points()
     assert [p.ts for p in points] == [3.0, 4.0, 5.0, 6.0, 7.0]
     assert all(p.power_w is None and p.xid_last is None and p.fb_used_mib == 100.0 for p in points)
@@ -32,10 +46,13 @@ def test_the_ring_keeps_one_point_a_gap_the_newest_size_and_missing_values_as_no
     assert ring.points()[0] == Point(3.0, 3.0, 100.0, None, 60.0, None)
 
 
-def test_a_missing_value_is_none_on_either_path_and_old_samples_are_not_kept() -> None:
+@BOTH
+def test_a_missing_value_is_none_on_either_path_and_old_samples_are_not_kept(block: bool) -> None:
     ring = Ring(4)
-    ring.add(series([10.0, 11.0], util=[None, 5.0]))  # slices
-    ring.add(series([9.0, 11.5, 12.0, 13.0], util=[1.0, 2.0, None, 4.0]))  # one by one: the first two are dropped
+    add(ring, series([10.0, 11.0], util=[None, 5.0]), block)  # slices
+    add(
+        ring, series([9.0, 11.5, 12.0, 13.0], util=[1.0, 2.0, None, 4.0]), block
+    )  # one by one: the first two are dropped
     points = ring.points()
     assert [p.ts for p in points] == [10.0, 11.0, 12.0, 13.0]
     assert [p.util_gpu for p in points] == [None, 5.0, None, 4.0]
