@@ -1,21 +1,23 @@
 """Reading a request body with a size limit, gzip, and pydantic validation that reports the field.
 
 Every JSON body the API reads comes through `read_body`, which is why the checks that hold for any
-string anywhere in any body live here: a NUL (``\u0000``, the only way JSON can carry one) becomes
+string anywhere in any body are made here: a NUL (``\u0000``, the only way JSON can carry one) becomes
 U+FFFD, as the agent does with log lines (`gpuwatch.protocol.log_text`), because PostgreSQL's text and
 JSON columns cannot hold it. A batch that kept one was acknowledged, then failed every later rollup
-flush, for every node, until a restart (docs/security.md).
+flush, for every node, until a restart (docs/security.md). The replacing (`without_nul`) lives with the
+ingest decoder, which applies it to protocol 3's JSON envelope too.
 """
 
 from __future__ import annotations
 
-import re
 import zlib
 from typing import Any, TypeVar
 
 from fastapi import HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
+
+from server.ingest.decode import without_nul
 
 M = TypeVar("M", bound=BaseModel)
 _SCHEMAS = "#/components/schemas/"
@@ -87,18 +89,6 @@ async def read_body(request: Request, limit: int, *, json: bool = True) -> bytes
     elif encoding != "identity":
         raise HTTPException(415, f"unsupported Content-Encoding {encoding!r}: send gzip or identity")
     return without_nul(raw) if json else raw
-
-
-# ``\u0000`` preceded by an even number of backslashes: an escaped NUL, not the text "\u0000".
-_NUL = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
-
-
-def without_nul(raw: bytes) -> bytes:
-    """JSON ``raw`` with each NUL in a string (key or value) replaced by U+FFFD; the same bytes, at the
-    cost of one substring search, when there is none."""
-    if b"\\u0000" not in raw:
-        return raw
-    return _NUL.sub(rb"\1\\ufffd", raw)
 
 
 def _gunzip(raw: bytes, limit: int) -> bytes:
