@@ -139,7 +139,10 @@ def test_markdown_post_mortem_has_every_section_and_the_real_numbers(scenario: S
     )
     start, end = (datetime.fromisoformat(window.group(i) + "+00:00").timestamp() for i in (1, 2))
     assert _ts(failed["ended_at"]) - 301 <= start < _ts(failed["ended_at"])
-    assert _first_step(scenario) - 1 <= end <= _first_step(scenario) + 31
+    # The window is printed to the second (truncated), and its end is the newest sample, which is within a
+    # second of the first step (test_the_incident_keeps_the_samples_through_the_restarts_first_step): up to two
+    # seconds before it as printed (fresh CI on a loaded VM: the first step at :22.04, the window's end :21).
+    assert _first_step(scenario) - 2 <= end <= _first_step(scenario) + 31
 
 
 def _column(scenario: Scenario, query: Select[Any]) -> Any:
