@@ -14,7 +14,7 @@ import threading
 import time
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import mul
@@ -164,12 +164,32 @@ class JobSummary:
 
 
 def _fold_points(r: RankState, s: GpuSeries, now: float, idle_util: float, newest: tuple[Any, ...]) -> None:
-    """One point per GPU per `POINT_GAP_S` bucket: the open bucket's point takes the series' first
-    samples (unless the ring overwrote it meanwhile), the rest open buckets of their own. ``newest``:
-    the last sample's period, power, NVLink and PCIe, already read (the last bucket's point has them)."""
-    ts, utils, gpu, points = s.ts, s.util_gpu, s.gpu, r.points
-    n = len(ts)
-    start = 0
+    """One point per GPU per `POINT_GAP_S` bucket, from protocol 2's lists (None: not reported): see
+    `_fold_buckets`."""
+    utils = s.util_gpu
+    gaps = utils is not None and None in utils
+    _fold_buckets(r, s.gpu, s.ts, 0, len(s.ts), utils, gaps, newest, lambda k: _at(s, k), now, idle_util)
+
+
+def _fold_buckets(
+    r: RankState,
+    gpu: int,
+    ts: Sequence[float],
+    start: int,
+    n: int,
+    utils: Sequence[float | None] | None,
+    gaps: bool,
+    newest: tuple[Any, ...],
+    at: Callable[[int], tuple[Any, ...]],
+    now: float,
+    idle_util: float,
+) -> None:
+    """One point per GPU per `POINT_GAP_S` bucket over the samples ``start`` to ``n`` of ``ts``: the open
+    bucket's point takes the first samples (unless the ring overwrote it meanwhile), the rest open buckets
+    of their own. ``utils``: the utilisations (None or NaN: not reported, where ``gaps`` says there are
+    any); ``newest``: the last sample's period, power, NVLink and PCIe, already read (the last bucket's point
+    has them); ``at(k)``: the same of sample ``k``."""
+    points = r.points
     while start < n:
         bucket = r.bucket.get(gpu)
         if (
@@ -178,18 +198,18 @@ def _fold_points(r: RankState, s: GpuSeries, now: float, idle_util: float, newes
             and points.count - bucket[1] <= points.size  # not overwritten (`PointRing.holds`)
         ):
             seq: int | None = bucket[1]
-            end = bisect_left(ts, bucket[0] + POINT_GAP_S, start + 1)
+            end = bisect_left(ts, bucket[0] + POINT_GAP_S, start + 1, n)
         else:
-            seq, end = None, bisect_left(ts, ts[start] + POINT_GAP_S, start + 1)
+            seq, end = None, bisect_left(ts, ts[start] + POINT_GAP_S, start + 1, n)
         count, mean, idle = 0, None, 0
         if utils is not None:
             chunk = utils[start:end]
-            if None in chunk:
-                chunk = [u for u in chunk if u is not None]
+            if gaps:
+                chunk = [u for u in chunk if u is not None and u == u]
             if count := len(chunk):
                 mean = sum(chunk) / count
                 idle = 0 if min(chunk) >= idle_util else len([u for u in chunk if u < idle_util])
-        period, watts, nvlink, pcie = newest if end == n else _at(s, end - 1)
+        period, watts, nvlink, pcie = newest if end == n else at(end - 1)
         if seq is None:
             seq = points.put(ts[end - 1], now, gpu, mean, period, watts, nvlink, pcie, count, idle)
             r.bucket[gpu] = (ts[start], seq)
@@ -225,35 +245,8 @@ def _fold_block_points(
     the last sample's period, power, NVLink and PCIe, already read (the last bucket's point has them);
     ``utils``: the block's utilisations as a list (NaN: not reported), ``gaps``: the series has NaN there."""
     bounds = block.bounds()
-    a, n = bounds[i], bounds[i + 1]
-    ts, gpu, points = block.ts_list(), block.gpu[i], r.points
-    start = a
-    while start < n:
-        bucket = r.bucket.get(gpu)
-        if (
-            bucket is not None
-            and bucket[0] <= ts[start] < bucket[0] + POINT_GAP_S
-            and points.count - bucket[1] <= points.size  # not overwritten (`PointRing.holds`)
-        ):
-            seq: int | None = bucket[1]
-            end = bisect_left(ts, bucket[0] + POINT_GAP_S, start + 1, n)
-        else:
-            seq, end = None, bisect_left(ts, ts[start] + POINT_GAP_S, start + 1, n)
-        count, mean, idle = 0, None, 0
-        if utils is not None:
-            chunk = utils[start:end]
-            if gaps:
-                chunk = [u for u in chunk if u == u]
-            if count := len(chunk):
-                mean = sum(chunk) / count
-                idle = 0 if min(chunk) >= idle_util else len([u for u in chunk if u < idle_util])
-        period, watts, nvlink, pcie = newest if end == n else _block_at(block, end - 1)
-        if seq is None:
-            seq = points.put(ts[end - 1], now, gpu, mean, period, watts, nvlink, pcie, count, idle)
-            r.bucket[gpu] = (ts[start], seq)
-        else:
-            points.merge(seq, ts[end - 1], now, mean, period, watts, nvlink, pcie, count, idle)
-        start = end
+    fold = (r, block.gpu[i], block.ts_list(), bounds[i], bounds[i + 1], utils, gaps, newest)
+    _fold_buckets(*fold, lambda k: _block_at(block, k), now, idle_util)
 
 
 #: What a point keeps of a GPU's sample besides its utilisation.
