@@ -324,15 +324,29 @@ def _fold_minute(
             busy = sum(map(mul, u, p))
         else:
             busy = sum([x * q for x, q in pairs])
-        key = (job, -1 if s.rank is None else s.rank, minute)
-        acc = into.jobs.get(key)
-        if acc is None:
-            into.jobs[key] = [seconds, idle, busy, energy]
-        else:
-            acc[0] += seconds
-            acc[1] += idle
-            acc[2] += busy
-            acc[3] += energy
+        _add_job(into, job, s.rank, minute, seconds, idle, busy, energy)
+
+
+def _add_job(
+    into: _Pending,
+    job: str,
+    rank: int | None,
+    minute: datetime,
+    seconds: float,
+    idle: float,
+    busy: float,
+    energy: float,
+) -> None:
+    """Add a run of a GPU's samples to its job's rank's minute (-1: a job without ranks)."""
+    key = (job, -1 if rank is None else rank, minute)
+    acc = into.jobs.get(key)
+    if acc is None:
+        into.jobs[key] = [seconds, idle, busy, energy]
+    else:
+        acc[0] += seconds
+        acc[1] += idle
+        acc[2] += busy
+        acc[3] += energy
 
 
 def _fold_block(into: _Pending, node_id: int, block: SampleBlock) -> None:
@@ -399,16 +413,7 @@ def _fold_block(into: _Pending, node_id: int, block: SampleBlock) -> None:
             acc[9] = max(acc[9], most[1])
             acc[10] = max(acc[10], most[2])
         if job is not None:
-            rank = ranks[n]
-            key = (job, -1 if rank is None else rank, minute)
-            acc = into.jobs.get(key)
-            if acc is None:
-                into.jobs[key] = [seconds, idle_s, busy, energy]
-            else:
-                acc[0] += seconds
-                acc[1] += idle_s
-                acc[2] += busy
-                acc[3] += energy
+            _add_job(into, job, ranks[n], minute, seconds, idle_s, busy, energy)
     first_total = block.floats.get("fb_total_mib")
     totals = [None] * len(block) if first_total is None else first_total[starts[:-1]].tolist()
     for gpu, uuid, total, last in zip(gpus, block.uuid, totals, block.last_ts(), strict=True):
