@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import builtins
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
@@ -842,6 +842,15 @@ def _outweighs(later: Candidate, c: Candidate) -> bool:
     return later.severity in ("error", "fatal", "exit") and later.specific
 
 
+# What makes a later CUDA fault in the same process its consequence (`_weigh`): which candidates, whether one
+# on the fault's own line counts, and the words added to the fault's rule id.
+_CUDA_FAULT_CAUSES: tuple[tuple[Callable[[Candidate], bool], bool, str], ...] = (
+    (lambda c: c.reason == "network_error", False, "after a network error"),
+    (lambda c: c.reason == "loss_divergence", True, "after the loss diverged"),
+    (lambda c: c.rule_id == "cuda-device-assert", False, "after a kernel assertion"),
+)
+
+
 def _weigh(
     found: list[Candidate], total: int, progress: Mapping[int, int | None], end: Candidate | None = None
 ) -> list[Candidate]:
@@ -872,29 +881,20 @@ def _weigh(
             survived = went_on is not None and went_on < after[0].evidence.line
         if survived:
             out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} (survived)")
-    # A transfer that failed on the wire leaves the GPU work it fed broken: in one process, a CUDA fault
-    # after a network error that was not survived is its consequence. (A GPU that faults first makes its
-    # peers' network errors, which come after it, and still outranks them.)
-    wire = [c for c in out if c.role == "root" and c.reason == "network_error" and c.evidence.line > 0]
-    for k, c in enumerate(out):
-        after_wire = any(n.evidence.line < c.evidence.line and _same_process(n, c) for n in wire)
-        if c.role == "root" and c.reason == "cuda_error" and c.evidence.line > 0 and after_wire:
-            out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} (after a network error)")
-    # Round 11A: a loss that diverged leaves values no kernel expects (NaN boxes, indices out of range): in
-    # one process, a CUDA fault after a divergence that was not survived is its consequence (case 1032).
-    diverged = [c for c in out if c.role == "root" and c.reason == "loss_divergence" and c.evidence.line > 0]
-    for k, c in enumerate(out):
-        after_divergence = any(d.evidence.line <= c.evidence.line and _same_process(d, c) for d in diverged)
-        if c.role == "root" and c.reason == "cuda_error" and c.evidence.line > 0 and after_divergence:
-            out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} (after the loss diverged)")
-    # Round 12B: a kernel that failed its own assertion leaves the CUDA context broken, and the next kernel's
-    # call fails with a CUDA or cuDNN error: in one process, that fault is the assertion's consequence
-    # (PaddleSeg's label assertion, then CUDNN_STATUS_EXECUTION_FAILED, case 1125).
-    asserted = [c for c in out if c.role == "root" and c.rule_id == "cuda-device-assert" and c.evidence.line > 0]
-    for k, c in enumerate(out):
-        after_assert = any(a.evidence.line < c.evidence.line and _same_process(a, c) for a in asserted)
-        if c.role == "root" and c.reason == "cuda_error" and c.evidence.line > 0 and after_assert:
-            out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} (after a kernel assertion)")
+    # A CUDA fault in one process after a failure that breaks what the GPU is given is its consequence, when
+    # that failure was not survived: a transfer that failed on the wire leaves the GPU work it fed broken (a
+    # GPU that faults first makes its peers' network errors, which come after it, and still outranks them); a
+    # loss that diverged leaves values no kernel expects, NaN boxes and indices out of range (round 11A, case
+    # 1032); a kernel that failed its own assertion leaves the context broken, and the next call fails with a
+    # CUDA or cuDNN error (round 12B: PaddleSeg's label assertion, then CUDNN_STATUS_EXECUTION_FAILED, 1125).
+    for is_cause, same_line, why in _CUDA_FAULT_CAUSES:
+        causes = [c for c in out if c.role == "root" and is_cause(c) and c.evidence.line > 0]
+        for k, c in enumerate(out):
+            if c.role != "root" or c.reason != "cuda_error" or c.evidence.line <= 0:
+                continue
+            limit = c.evidence.line + 1 if same_line else c.evidence.line  # a cause before the fault (or on its line)
+            if any(d.evidence.line < limit and _same_process(d, c) for d in causes):
+                out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} ({why})")
     return out
 
 
