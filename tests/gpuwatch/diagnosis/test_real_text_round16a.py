@@ -1,0 +1,35 @@
+"""Classes of misses from issue 19's sixteenth round (corpus cases 1430-1459: graph, recommender, time-series,
+diffusion-trainer, NeRF and Gaussian-splatting, self-supervised, driving-3D, TTS/vocoder and OCR training): a
+CUDA kernel's own assertion that a progress line follows before the CUDA error it causes, TensorFlow's graph
+assertions, and a dataset's index file that cannot be unpickled. Error messages are verbatim from the public
+reports named in each test; hosts, paths and pids may be made up."""
+# ruff: noqa: E501
+
+from __future__ import annotations
+
+from tests.gpuwatch.diagnosis.real_text import reason_and_rule, reason_of
+
+# ---------------------------------------------------------------- a kernel assertion, then progress, then a CUDA error
+
+# fatchord/WaveRNN#41 (case 1447): log.txt of train_wavernn.py; the traceback's frames are not in the report.
+_WAVERNN_ASSERT = """
+Loading Model: "checkpoints/9bit_mulaw/latest_weights.pyt"
+/pytorch/aten/src/THCUNN/SpatialClassNLLCriterion.cu:99: void cunn_SpatialClassNLLCriterion_updateOutput_kernel(T *, T *, T *, long *, T *, int, int, int, int, int, long) [with T = float, AccumT = float]: block: [6,0,0], thread: [611,0,0] Assertion `t >= 0 && t < n_classes` failed.
+/pytorch/aten/src/THCUNN/SpatialClassNLLCriterion.cu:99: void cunn_SpatialClassNLLCriterion_updateOutput_kernel(T *, T *, T *, long *, T *, int, int, int, int, int, long) [with T = float, AccumT = float]: block: [6,0,0], thread: [202,0,0] Assertion `t >= 0 && t < n_classes` failed.
+| Epoch: 1/157 (345/3205) | Loss: 4.921 | 0.54 steps/s | Step: 0k | Traceback (most recent call last):
+RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED
+"""
+
+
+def test_a_kernel_assertion_is_not_survived_by_a_progress_line_after_it() -> None:
+    assert reason_and_rule(_WAVERNN_ASSERT) == ("framework_error", "cuda-device-assert")
+
+
+def test_an_oom_survived_by_progress_still_gives_way_to_the_later_cuda_fault() -> None:
+    # the survival rule itself is unchanged for other causes: an OOM caught and retried, then progress
+    text = """
+torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.11 GiB total capacity)
+| Epoch: 1/157 (346/3205) | Loss: 4.920 | 0.54 steps/s | Step: 0k |
+RuntimeError: CUDA error: an illegal memory access was encountered
+"""
+    assert reason_of(text) == "cuda_error"
