@@ -33,3 +33,37 @@ torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU
 RuntimeError: CUDA error: an illegal memory access was encountered
 """
     assert reason_of(text) == "cuda_error"
+
+
+# ---------------------------------------------------------------- TensorFlow's graph assertions
+
+# Rayhane-mamah/Tacotron-2#484 (case 1445): WaveNet training, TF 1.14 on a Tesla T4.
+_TACOTRON_WAVENET_ASSERT = """
+Generated 64 train batches of size 8 in 0.393 sec
+Exiting due to exception: 2 root error(s) found.
+  (0) Invalid argument: assertion failed: [] [Condition x == y did not hold element-wise:] [x (WaveNet_model/inference/strided_slice_5:0) = ] [15125] [y (WaveNet_model/inference/strided_slice_6:0) = ] [11000]
+	 [[node WaveNet_model/inference/assert_equal/Assert/Assert (defined at /Tacotron-2/wavenet_vocoder/models/wavenet.py:699) ]]
+	 [[WaveNet_model/clip_by_value_147/_2571]]
+0 successful operations.
+0 derived errors ignored.
+"""
+
+
+def test_a_tf_graph_assertion_is_the_programs_check() -> None:
+    assert reason_and_rule(_TACOTRON_WAVENET_ASSERT) == ("script_error", "tf-graph-assertion")
+
+
+def test_the_older_invalidargumenterror_wording_too() -> None:
+    # Rayhane-mamah/Tacotron-2#258 (case 1446)
+    line = "InvalidArgumentError (see above for traceback): assertion failed: [] [Condition x == y did not hold element-wise:] [x (model/inference/strided_slice_5:0) = ] [12032] [y (model/inference/strided_slice_6:0) = ] [12925]"
+    assert reason_of(line) == "script_error"
+
+
+def test_a_graph_assertion_does_not_outrank_a_later_specific_error() -> None:
+    # weak: an out-of-memory in the same output still decides
+    text = _TACOTRON_WAVENET_ASSERT + "ResourceExhaustedError: OOM when allocating tensor with shape[64,2016,9,9] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"
+    assert reason_of(text) == "gpu_oom"
+
+
+def test_other_assertion_words_are_not_tfs() -> None:
+    assert reason_of("assertion failed: expected 3 channels") == "unknown"
