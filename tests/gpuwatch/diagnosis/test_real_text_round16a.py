@@ -42,8 +42,8 @@ _TACOTRON_WAVENET_ASSERT = """
 Generated 64 train batches of size 8 in 0.393 sec
 Exiting due to exception: 2 root error(s) found.
   (0) Invalid argument: assertion failed: [] [Condition x == y did not hold element-wise:] [x (WaveNet_model/inference/strided_slice_5:0) = ] [15125] [y (WaveNet_model/inference/strided_slice_6:0) = ] [11000]
-	 [[node WaveNet_model/inference/assert_equal/Assert/Assert (defined at /Tacotron-2/wavenet_vocoder/models/wavenet.py:699) ]]
-	 [[WaveNet_model/clip_by_value_147/_2571]]
+\t [[node WaveNet_model/inference/assert_equal/Assert/Assert (defined at /Tacotron-2/wavenet_vocoder/models/wavenet.py:699) ]]
+\t [[WaveNet_model/clip_by_value_147/_2571]]
 0 successful operations.
 0 derived errors ignored.
 """
