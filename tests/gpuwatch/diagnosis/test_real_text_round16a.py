@@ -61,7 +61,10 @@ def test_the_older_invalidargumenterror_wording_too() -> None:
 
 def test_a_graph_assertion_does_not_outrank_a_later_specific_error() -> None:
     # weak: an out-of-memory in the same output still decides
-    text = _TACOTRON_WAVENET_ASSERT + "ResourceExhaustedError: OOM when allocating tensor with shape[64,2016,9,9] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"
+    text = (
+        _TACOTRON_WAVENET_ASSERT
+        + "ResourceExhaustedError: OOM when allocating tensor with shape[64,2016,9,9] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"
+    )
     assert reason_of(text) == "gpu_oom"
 
 
