@@ -70,3 +70,27 @@ def test_a_graph_assertion_does_not_outrank_a_later_specific_error() -> None:
 
 def test_other_assertion_words_are_not_tfs() -> None:
     assert reason_of("assertion failed: expected 3 channels") == "unknown"
+
+
+# ---------------------------------------------------------------- a dataset's index file that cannot be unpickled
+
+# exiawsh/StreamPETR#146 (case 1438): dist_train.sh, building the training set.
+_STREAMPETR_INFOS = """
+Traceback (most recent call last):
+  File "tools/train.py", line 225, in main
+    datasets = [build_dataset(cfg.data.train)]
+  File "/root/autodl-tmp/StreamPETR/mmdetection3d/mmdet3d/datasets/builder.py", line 46, in build_dataset
+    dataset = build_from_cfg(cfg, MMDET_DATASETS, default_args)
+  File "/root/miniconda3/lib/python3.8/site-packages/mmcv/utils/registry.py", line 72, in build_from_cfg
+    raise type(e)(f'{obj_cls.__name__}: {e}')
+_pickle.UnpicklingError: CustomNuScenesDataset: pickle data was truncated
+"""
+
+
+def test_a_dataset_whose_index_file_cannot_be_unpickled_is_the_datas() -> None:
+    assert reason_and_rule(_STREAMPETR_INFOS) == ("dataloader_error", "dataset-file-unpickling")
+
+
+def test_a_checkpoint_that_cannot_be_unpickled_stays_a_checkpoint_error() -> None:
+    assert reason_of("_pickle.UnpicklingError: invalid load key, '\\x00'.") == "checkpoint_load_error"
+    assert reason_of("_pickle.UnpicklingError: pickle data was truncated") == "checkpoint_load_error"
