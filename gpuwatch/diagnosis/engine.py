@@ -47,7 +47,7 @@ _MAX_TRACEBACK = 400  # lines a traceback is followed for, looking for its final
 # IPython 8 does ("File /x.py:207, in f(...)", "File _catboost.pyx:4478, in ...", a Windows path too: the
 # keras frame of case 883) and as rich draws it ("│ /x.py:3 in f │").
 _FRAME = re.compile(
-    r'^\s*(?:File "|(?=/))(?P<path>[^"]+)", line \d+'
+    r'^\s*(?:File "|(?=/))(?P<path>[^"]+)", (?:line \d+|in [\w<>.]+$)'  # a frame quoted without its line too
     r"|^(?P<ipython>/\S+\.py) in [\w<>]+\("
     r"|^File (?P<ipy8>[^\s,<][^,]*?\.py[xi]?):\d+, in [\w<>.]+"
     r"|^│\s*(?P<rich>~?/?[\w.~/-]+\.py):\d+"
@@ -199,6 +199,22 @@ def _application_bug(name: str, msg: str, frame: str, frameworks: Frameworks) ->
         return False
     m = _INSTALLED_PACKAGE.search(frame)
     return m is not None and not frameworks.package(m.group("pkg"))
+
+
+# A general-purpose library (`[frameworks] libraries`: numpy, scipy, cupy) refusing the
+# arguments the run's own code called it with: 'ValueError: Cannot take a larger sample than population' from
+# numpy's mtrand.pyx, called from the project's runner (round 16, case 1459). The caller's, as the taxonomy
+# files an exception that does not end in a framework's own code; a framework's frame calling the library
+# (spaCy's parser calling cupy, case 1061) keeps it the framework's.
+_ARGUMENT_EXCEPTIONS = frozenset({"ValueError", "TypeError", "IndexError", "KeyError"})
+
+
+def _library_refused_caller(name: str, frame: str, caller: str | None, frameworks: Frameworks) -> bool:
+    """An argument error raised in a general-purpose library, called straight from the run's code."""
+    if name not in _ARGUMENT_EXCEPTIONS or caller is None or frameworks.path(caller):
+        return False
+    package = frameworks.package_of(frame)
+    return package is not None and frameworks.library(package)
 
 
 # A layer's input of the wrong shape (the layer-input-shape rule: "mat1 and mat2 shapes cannot be multiplied",
@@ -353,6 +369,7 @@ def _compiled(user_dir: str | None, _state: tuple[tuple[str, int, int], ...]) ->
             "xid",
             "root cause",
             '", line ',
+            '", in ',  # a frame quoted without its line number (case 1457)
             "error:",
             "exception:",
             "assertionerror",
@@ -600,6 +617,7 @@ class _Scanner:
                         from_loader=from_loader,
                         from_worker=from_worker,
                         op_caller=op_caller,
+                        caller=caller,
                     )
                 return j + 1
             if after_frame and not _TRACEBACK_BODY.match(text):
@@ -679,6 +697,7 @@ class _Scanner:
         severity: str = "fatal",
         alone: bool = False,
         op_caller: str | None = None,
+        caller: str | None = None,
     ) -> None:
         """A traceback's final exception (``severity`` fatal), or an exception line met ``alone``, with no
         traceback (error: a rule that knows its message says how bad it is; by its type, a warning)."""
@@ -707,6 +726,8 @@ class _Scanner:
         frameworks = self.rules.frameworks
         in_framework = name in _FRAMEWORK_TYPES if frame is None else frameworks.path(frame)
         if in_framework and frame is not None and _application_bug(name, msg, frame, frameworks):
+            in_framework = False
+        if in_framework and frame is not None and _library_refused_caller(name, frame, caller, frameworks):
             in_framework = False
         reason = "framework_error" if in_framework else "script_error"
         if in_framework and loading and name in _CHECKPOINT_EXCEPTIONS:

@@ -71,6 +71,13 @@ def _parse(raw: dict, origin: str) -> Rule:
 
 
 _PACKAGE_NAME = re.compile(r"[a-z_][a-z0-9_*]*")
+# A relative frame path's first directory (`megatron/training.py`, not `./train.py` or `train.py`).
+_RELATIVE_PACKAGE = re.compile(r"([A-Za-z_]\w*)[\\/]")
+_INSTALLED_PACKAGE = re.compile(r"(?:site|dist)-packages[\\/]([A-Za-z_]\w*)")
+
+
+def _names(patterns: Sequence[str]) -> re.Pattern[str]:
+    return re.compile("|".join(p.replace("*", r"\w*") for p in patterns) or "(?!)")
 
 
 class Frameworks:
@@ -80,50 +87,77 @@ class Frameworks:
 
     ``paths`` are regular expressions searched in a frame's path (an installed package's directory, a
     framework's checkout); ``packages`` are the installed packages, by name (``*`` for any letters),
-    that are frameworks rather than an application installed as a package, whose code bugs are the run's.
+    that are frameworks rather than an application installed as a package, whose code bugs are the run's;
+    ``libraries`` are general-purpose libraries (numpy, scipy), whose argument errors are their caller's.
     """
 
-    def __init__(self, packages: Sequence[str], paths: Sequence[str]) -> None:
+    def __init__(self, packages: Sequence[str], paths: Sequence[str], libraries: Sequence[str] = ()) -> None:
         self.packages = tuple(dict.fromkeys(packages))
+        self.libraries = tuple(dict.fromkeys(libraries))
         self.paths = tuple(dict.fromkeys(paths))
-        self._package = re.compile("|".join(p.replace("*", r"\w*") for p in self.packages) or "(?!)")
+        self._package = _names(self.packages)
+        self._library = _names(self.libraries)
         self._path = re.compile("|".join(f"(?:{p})" for p in self.paths) or "(?!)")
 
     def package(self, name: str) -> bool:
         """Whether the installed package ``name`` is a framework."""
         return self._package.fullmatch(name.lower()) is not None
 
+    def library(self, name: str) -> bool:
+        """Whether the package ``name`` is a general-purpose library (numpy, scipy): its refusal of the
+        arguments the run's own code called it with is the run's."""
+        return self._library.fullmatch(name.lower()) is not None
+
     def path(self, frame: str) -> bool:
-        """Whether a frame's path is inside a framework (or any installed package)."""
-        return self._path.search(frame) is not None
+        """Whether a frame's path is inside a framework (or any installed package). A relative path is
+        a framework's when its first directory is a framework package's name: Python names a module
+        imported from the working directory that way, and a framework run from its own checkout
+        (`File "mmselfsup/models/backbones/simmim_swin.py"`, case 1457) is still that framework."""
+        if self._path.search(frame) is not None:
+            return True
+        m = _RELATIVE_PACKAGE.match(frame)
+        return m is not None and self.package(m.group(1))
+
+    @staticmethod
+    def package_of(frame: str) -> str | None:
+        """The package a frame's path names: an installed one's, or a relative path's first directory."""
+        if (m := _INSTALLED_PACKAGE.search(frame)) is not None:
+            return m.group(1)
+        return m.group(1) if (m := _RELATIVE_PACKAGE.match(frame)) is not None else None
 
 
-def _frameworks_of(raw: object, origin: str) -> tuple[list[str], list[str]]:
-    if not isinstance(raw, dict) or set(raw) - {"packages", "paths"}:
-        raise ValueError(f"{origin}: [frameworks] holds only the lists packages and paths")
-    packages, paths = list(raw.get("packages", [])), list(raw.get("paths", []))
-    for name in packages:
-        if not isinstance(name, str) or not _PACKAGE_NAME.fullmatch(name):
-            raise ValueError(f"{origin}: [frameworks] package {name!r} is not a lower-case package name (* allowed)")
-    for path in paths:
+_FRAMEWORK_LISTS = ("packages", "libraries", "paths")
+
+
+def _frameworks_of(raw: object, origin: str) -> dict[str, list[str]]:
+    if not isinstance(raw, dict) or set(raw) - set(_FRAMEWORK_LISTS):
+        raise ValueError(f"{origin}: [frameworks] holds only the lists {', '.join(_FRAMEWORK_LISTS)}")
+    lists = {key: list(raw.get(key, [])) for key in _FRAMEWORK_LISTS}
+    for key, one in (("packages", "package"), ("libraries", "library")):
+        for name in lists[key]:
+            if not isinstance(name, str) or not _PACKAGE_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{origin}: [frameworks] {one} {name!r} is not a lower-case package name (* allowed)"
+                )
+    for path in lists["paths"]:
         try:
             re.compile(path)
         except (TypeError, re.error) as exc:
             raise ValueError(f"{origin}: [frameworks] path {path!r} is not a regular expression: {exc}") from None
-    return packages, paths
+    return lists
 
 
 def load_frameworks(user_dir: Path | None = None) -> Frameworks:
     """The shipped `[frameworks]`, extended by each user file's."""
     shipped = resources.files("gpuwatch.diagnosis").joinpath("rules.toml").read_text()
-    packages, paths = _frameworks_of(tomllib.loads(shipped)["frameworks"], "rules.toml")
+    lists = _frameworks_of(tomllib.loads(shipped)["frameworks"], "rules.toml")
     if user_dir is not None:
         for path in sorted(Path(user_dir).glob("*.toml")):
             raw = tomllib.loads(path.read_text()).get("frameworks")
             if raw is not None:
-                more_packages, more_paths = _frameworks_of(raw, str(path))
-                packages, paths = packages + more_packages, paths + more_paths
-    return Frameworks(packages, paths)
+                for key, more in _frameworks_of(raw, str(path)).items():
+                    lists[key] += more
+    return Frameworks(**lists)
 
 
 def load_rules(user_dir: Path | None = None) -> list[Rule]:

@@ -220,12 +220,28 @@ RuntimeError: pipeline stage 3 received no embeddings
     assert diagnose_rules([log], rules_dir=str(tmp_path)).reason == "framework_error"
 
 
+def test_a_sites_library_is_judged_by_its_caller(tmp_path: Path) -> None:
+    """A site names its own general-purpose library: its argument errors called from the run's code are the run's."""
+    text = """Traceback (most recent call last):
+  File "/work/train.py", line 7, in <module>
+    grid = acme_math.grid(n)
+  File "/venv/lib/python3.11/site-packages/acme_math/grid.py", line 40, in grid
+    raise ValueError("n must be a power of two")
+ValueError: n must be a power of two
+"""
+    log = _src("train.log", text)
+    assert diagnose_rules([log]).reason == "framework_error"  # installed code, as before
+    (tmp_path / "site.toml").write_text("[frameworks]\nlibraries = ['acme_math']\n")
+    assert diagnose_rules([log], rules_dir=str(tmp_path)).reason == "script_error"
+
+
 @pytest.mark.parametrize(
     ("body", "complaint"),
     [
         ('[frameworks]\npackages = ["Acme Trainer"]\n', "not a lower-case package name"),
         ("[frameworks]\npaths = ['/acme(/']\n", "not a regular expression"),
-        ('[frameworks]\nmodules = ["acme"]\n', "only the lists packages and paths"),
+        ('[frameworks]\nmodules = ["acme"]\n', "only the lists packages, libraries, paths"),
+        ('[frameworks]\nlibraries = ["Acme-Math"]\n', "library 'Acme-Math' is not a lower-case package name"),
     ],
 )
 def test_a_bad_frameworks_table_is_refused_naming_its_file(tmp_path: Path, body: str, complaint: str) -> None:
