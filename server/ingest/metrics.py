@@ -44,6 +44,18 @@ class IngestMetrics:
             ["protocol"],
             registry=registry,
         )
+        self.writer_busy = Counter(
+            "gpuwatch_ingest_writer_busy_seconds",
+            "Seconds the ingest writer thread spent storing and folding batches. Its rate is the writer's "
+            "utilisation: near 1, batches queue behind it and, once ingest_queue_bytes are waiting, are refused.",
+            registry=registry,
+        )
+        self.groups = Counter(
+            "gpuwatch_ingest_groups",
+            "Groups of batches the writer stored, one transaction each: stored batches / groups is the mean "
+            "group size, which grows with load.",
+            registry=registry,
+        )
         self.latency = Gauge(
             "gpuwatch_ingest_last_batch_seconds", "Time the last batch took to store.", registry=registry
         )

@@ -195,6 +195,7 @@ class BatchWriter:
                     stop = True
                     break
                 group.append(item)
+            started = time.perf_counter()
             try:
                 self._store(group)
             except Exception as exc:  # whatever it was, every request gets an answer
@@ -204,6 +205,8 @@ class BatchWriter:
                         item.error = exc
             finally:
                 self._last_group = time.monotonic()
+                self._metrics.writer_busy.inc(time.perf_counter() - started)
+                self._metrics.groups.inc()
                 with self._lock:
                     self._queued -= sum(len(item.raw) for item in group)
                 _settle(group)

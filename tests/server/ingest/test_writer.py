@@ -149,3 +149,21 @@ def test_a_line_in_two_batches_of_one_group_is_stored_once_and_credited_to_the_f
     with svc.sessions() as session:
         seqs = sorted(session.scalars(select(LogLineRow.seq).where(LogLineRow.node_id == a.id)))
     assert seqs == [7, 8, 9, 15, 16, 17]
+
+
+def test_the_writers_utilisation_and_group_sizes_are_exported(tmp_path: Path) -> None:
+    """`gpuwatch_ingest_writer_busy_seconds_total` counts the writer's time on groups (held behind the
+    database here, which is its time too) and `gpuwatch_ingest_groups_total` its groups: batches queued
+    together are one group."""
+    svc, (a, b, c) = _services(tmp_path)
+    value = svc.registry.get_sample_value
+    assert (value("gpuwatch_ingest_groups_total"), value("gpuwatch_ingest_writer_busy_seconds_total")) == (0, 0)
+    held = time.perf_counter()
+    outcomes = asyncio.run(_queued_while_held(svc, [(a, _body(0)), (b, _body(0)), (c, _body(0)), (c, _body(1))]))
+    waited = time.perf_counter() - held
+    svc.writer.stop()
+    assert all(isinstance(o, tuple) for o in outcomes), outcomes
+    # the thread may take the first batch before the others are queued; the rest wait for it as one group
+    assert value("gpuwatch_ingest_groups_total") in (1, 2)
+    assert value("gpuwatch_ingest_batches_total", {"outcome": "stored"}) == 4
+    assert 0 < value("gpuwatch_ingest_writer_busy_seconds_total") <= waited
