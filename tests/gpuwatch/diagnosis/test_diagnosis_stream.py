@@ -30,8 +30,26 @@ def matcher(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     elif bytescan.hyperscan is None:
         pytest.skip("hyperscan is not installed on this platform")
     _compiled.cache_clear()  # the rules' byte scanner is made with the rules
+    # the scanner is the one named: a keyword Hyperscan could not take had sent every scan to RE2 unseen
+    assert _ruleset(None).byte_scanner.needs_confirming == (request.param == "hyperscan")
     yield request.param
     _compiled.cache_clear()
+
+
+def test_hyperscan_finds_keywords_outside_ascii_in_either_case() -> None:
+    """CJK letters have no case; a Latin letter outside ASCII is matched in both of its cases, as RE2's
+    Unicode folding matches it; a letter that folds to several (ß) or to ASCII (the long s) leaves it to RE2."""
+    if bytescan.hyperscan is None:
+        pytest.skip("hyperscan is not installed on this platform")
+    keywords = ("processus arrêté", "getötet", "段错误", "nccl")
+    scanner = bytescan.ByteScanner("(?i)" + "|".join(re2.escape(k) for k in keywords), keywords)
+    assert scanner.needs_confirming  # Hyperscan's
+    lines = ["ok", "PROCESSUS ARRÊTÉ (core dumped)", "Getötet", "zsh: 段错误 (核心已转储) python train.py", "fine"]
+    data = "\n".join(lines).encode()
+    hits, _ = scanner.hits(data, len(data))
+    assert sorted({data.count(b"\n", 0, at) for at in hits}) == [1, 2, 3]
+    for folding in ("straße", "\u017ftep"):  # the long s folds to s
+        assert bytescan._hyperscan_expression(folding) is None
 
 
 def _in_memory(path: Path) -> list[str]:
