@@ -1,0 +1,31 @@
+"""Classes of misses from issue 19's seventeenth round (corpus cases 1460-1495: tracking, video object
+segmentation, anomaly detection, continual and meta-learning, distillation, adversarial robustness, domain
+adaptation, LLM evaluation, genomics and knowledge-graph embeddings): torch's CUDA initialisation failing
+in its own words, a driver library that Triton cannot find, expand()'s other shape message, and a BLAS's
+own complaint about a call's arguments. Error messages are verbatim from the public reports named in each
+test; hosts, paths and pids may be made up."""
+# ruff: noqa: E501
+
+from __future__ import annotations
+
+from tests.gpuwatch.diagnosis.real_text import reason_and_rule, reason_of
+
+# ---------------------------------------------------------------- torch's CUDA initialisation, in its own words
+
+# dice-group/dice-embeddings#338 (case 1494): the README example, DICE_Trainer asks for the device's name.
+_DICEE_CUDA_INIT = """
+  File "/home/cdemir/anaconda3/envs/dice/lib/python3.10/site-packages/torch/cuda/__init__.py", line 616, in get_device_properties
+    _lazy_init()  # will define _get_device_properties
+  File "/home/cdemir/anaconda3/envs/dice/lib/python3.10/site-packages/torch/cuda/__init__.py", line 412, in _lazy_init
+    torch._C._cuda_init()
+RuntimeError: CUDA unknown error - this may be due to an incorrectly set up environment, e.g. changing env variable CUDA_VISIBLE_DEVICES after program start.
+"""
+
+
+def test_torchs_cuda_unknown_error_at_initialisation_is_a_cuda_error() -> None:
+    assert reason_and_rule(_DICEE_CUDA_INIT) == ("cuda_error", "cuda-fault")
+
+
+def test_the_runtimes_wording_of_the_same_error_still_is() -> None:
+    # yeeeqichen/KGQA#9 (case 1493)
+    assert reason_of("RuntimeError: CUDA error: unknown error") == "cuda_error"
