@@ -29,3 +29,32 @@ def test_torchs_cuda_unknown_error_at_initialisation_is_a_cuda_error() -> None:
 def test_the_runtimes_wording_of_the_same_error_still_is() -> None:
     # yeeeqichen/KGQA#9 (case 1493)
     assert reason_of("RuntimeError: CUDA error: unknown error") == "cuda_error"
+
+
+# ---------------------------------------------------------------- a driver library Triton cannot find
+
+# MAGICS-LAB/DNABERT_2#56 (case 1492): fine-tuning from a notebook, the forward pass.
+_DNABERT2_LIBCUDA = """
+---------------------------------------------------------------------------
+AssertionError                            Traceback (most recent call last)
+<ipython-input-30-7c37553b6273> in <cell line: 3>()
+      2 model.to(device)
+      3 for b in train_loader_mini:
+----> 4   model(b['input_ids'].to(device), b['attention_mask'].to(device))
+
+29 frames
+/usr/local/lib/python3.10/dist-packages/torch/nn/modules/module.py in _wrapped_call_impl(self, *args, **kwargs)
+   1516             return self._compiled_call_impl(*args, **kwargs)  # type: ignore[misc]
+   1517         else:
+-> 1518             return self._call_impl(*args, **kwargs)
+
+AssertionError: libcuda.so cannot found!
+"""
+
+
+def test_tritons_missing_libcuda_is_the_installations() -> None:
+    assert reason_and_rule(_DNABERT2_LIBCUDA) == ("import_error", "undefined-symbol")
+
+
+def test_other_assertions_about_files_are_not() -> None:
+    assert reason_of("AssertionError: config.yaml cannot found!") != "import_error"
