@@ -58,3 +58,27 @@ def test_tritons_missing_libcuda_is_the_installations() -> None:
 
 def test_other_assertions_about_files_are_not() -> None:
     assert reason_of("AssertionError: config.yaml cannot found!") != "import_error"
+
+
+# ---------------------------------------------------------------- expand()'s other shape message
+
+# QData/deepWordBug#5 (case 1483): attack.py written for torch 0.3, run under 0.4.
+_DEEPWORDBUG_EXPAND = """
+RuntimeError: expand(torch.cuda.FloatTensor{[128, 1]}, size=[128]): the number of sizes provided (1) must be greater or equal to the number of dimensions in the tensor (2)
+"""
+
+
+def test_expand_given_fewer_sizes_than_dimensions_is_the_callers_tensor() -> None:
+    assert reason_and_rule(_DEEPWORDBUG_EXPAND) == ("script_error", "layer-input-shape")
+
+
+def test_expand_raised_below_a_frameworks_frame_keeps_the_frame_rule() -> None:
+    # the README's rule: the same message with its last frame inside a framework is the framework's
+    text = """
+Traceback (most recent call last):
+  File "/opt/conda/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line 1842, in forward
+    loss = self.module(*inputs, **kwargs)
+RuntimeError: The expanded size of the tensor (531) must match the existing size (512) at non-singleton dimension 1.  Target sizes: [2, 531].  Tensor sizes: [1, 512]
+"""
+    bare = "RuntimeError: expand(torch.FloatTensor{[4, 1]}, size=[4]): the number of sizes provided (1) must be greater or equal to the number of dimensions in the tensor (2)"
+    assert reason_of(text) == reason_of(text.replace(text.strip().splitlines()[-1], bare))
