@@ -82,3 +82,37 @@ RuntimeError: The expanded size of the tensor (531) must match the existing size
 """
     bare = "RuntimeError: expand(torch.FloatTensor{[4, 1]}, size=[4]): the number of sizes provided (1) must be greater or equal to the number of dimensions in the tensor (2)"
     assert reason_of(text) == reason_of(text.replace(text.strip().splitlines()[-1], bare))
+
+
+# ---------------------------------------------------------------- a BLAS refusing a call's arguments
+
+# pankajmishra000/VT-ADL#3 (case 1467): train.py on Windows, the traceback cut in torch's frames.
+_VT_ADL_SGEMM = r"""
+Network training started.....
+ ** On entry to SGEMM  parameter number 10 had an illegal value
+Traceback (most recent call last):
+  File "D:\Code\VT-ADL-master\train.py", line 68, in <module>
+    vector, reconstructions = model(j.cuda())
+  File "D:\Code\VT-ADL-master\student_transformer.py", line 115, in forward
+    x = self.patch_to_embedding(x)
+  File "D:\ProgramData\Anaconda3\envs\env1\lib\site-packages\torch\nn\modules\module.py", line 1051, in _call_impl
+    return forward_call(*input, **kwargs)
+"""
+
+
+def test_a_blas_refusing_a_calls_arguments_is_the_cublas_status() -> None:
+    assert reason_and_rule(_VT_ADL_SGEMM) == ("cuda_error", "blas-illegal-parameter")
+
+
+def test_the_cublas_status_after_it_still_decides() -> None:
+    # open-edge-platform/anomalib#762 (case 1466)
+    text = (
+        _VT_ADL_SGEMM
+        + "RuntimeError: CUDA error: CUBLAS_STATUS_INVALID_VALUE when calling `cublasSgemm( handle, opa, opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`\n"
+    )
+    assert reason_and_rule(text) == ("cuda_error", "cuda-fault")
+
+
+def test_a_specific_error_after_it_outranks_it() -> None:
+    text = _VT_ADL_SGEMM + "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    assert reason_of(text) == "gpu_oom"
