@@ -7,7 +7,7 @@ import re
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
 
@@ -23,17 +23,28 @@ ROLES = ("root", "cascade", "ignore")
 SEVERITIES = ("warning", "error", "fatal", "exit")
 
 
+@cache
+def _pattern(source: str) -> re.Pattern[str]:
+    return re.compile(source)
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     id: str
     reason: str
     role: str
     keywords: tuple[str, ...]
-    patterns: tuple[re.Pattern[str], ...]
+    sources: tuple[str, ...]  # the patterns as written, compiled at a rule's first keyword hit (`patterns`)
     confidence: float
     priority: int
     examples: tuple[str, ...] = ()
     severity: str = "error"
+
+    @property
+    def patterns(self) -> tuple[re.Pattern[str], ...]:
+        """The compiled patterns. Compiled when first asked for: a log meets a handful of the rules'
+        keywords, and compiling all 700 patterns was most of `gpuwatch diagnose`'s start-up."""
+        return tuple(_pattern(p) for p in self.sources)
 
     def matches(self, line: str, lower: str) -> bool:
         return self.match_at(line, lower) is not None
@@ -46,19 +57,23 @@ class Rule:
         return min(starts) if starts else None
 
 
-def _parse(raw: dict, origin: str) -> Rule:
+def _parse(raw: dict, origin: str, check: bool = True) -> Rule:
+    """A rule from its TOML table; ``check``: compile its patterns now (a user's rules; the shipped ones are
+    compiled by their tests, and here only when a log first meets their keywords)."""
     try:
         rule = Rule(
             id=raw["id"],
             reason=raw["reason"],
             role=raw.get("role", "root"),
             keywords=tuple(k.lower() for k in raw["keywords"]),
-            patterns=tuple(re.compile(p) for p in raw["patterns"]),
+            sources=tuple(raw["patterns"]),
             confidence=float(raw["confidence"]),
             priority=int(raw["priority"]),
             examples=tuple(raw.get("examples", ())),
             severity=raw.get("severity", "error"),
         )
+        if check:  # a pattern that does not compile is refused now, naming its file
+            rule.patterns  # noqa: B018
     except (KeyError, TypeError, ValueError, re.error) as exc:
         raise ValueError(f"{origin}: rule {raw.get('id', '?')!r} is invalid: {exc}") from None
     if rule.reason not in REASONS:
@@ -145,10 +160,15 @@ def _frameworks_of(raw: object, origin: str) -> dict[str, list[str]]:
     return lists
 
 
+@cache
+def _shipped() -> dict:
+    """The shipped rules.toml, parsed once (a tenth of `gpuwatch diagnose`'s start-up each time)."""
+    return tomllib.loads(resources.files("gpuwatch.diagnosis").joinpath("rules.toml").read_text())
+
+
 def load_frameworks(user_dir: Path | None = None) -> Frameworks:
     """The shipped `[frameworks]`, extended by each user file's."""
-    shipped = resources.files("gpuwatch.diagnosis").joinpath("rules.toml").read_text()
-    lists = _frameworks_of(tomllib.loads(shipped)["frameworks"], "rules.toml")
+    lists = _frameworks_of(_shipped()["frameworks"], "rules.toml")
     if user_dir is not None:
         for path in sorted(Path(user_dir).glob("*.toml")):
             raw = tomllib.loads(path.read_text()).get("frameworks")
@@ -161,8 +181,7 @@ def load_frameworks(user_dir: Path | None = None) -> Frameworks:
 def load_rules(user_dir: Path | None = None) -> list[Rule]:
     """The shipped rules, then the user's (`*.toml` in ``user_dir``); a user rule replaces a shipped
     rule of the same id."""
-    shipped = resources.files("gpuwatch.diagnosis").joinpath("rules.toml").read_text()
-    rules = {r.id: r for r in (_parse(raw, "rules.toml") for raw in tomllib.loads(shipped)["rules"])}
+    rules = {r.id: r for r in (_parse(raw, "rules.toml", check=False) for raw in _shipped()["rules"])}
     if user_dir is not None:
         for path in sorted(Path(user_dir).glob("*.toml")):
             for raw in tomllib.loads(path.read_text()).get("rules", []):
@@ -183,7 +202,7 @@ class RuleSet:
     ) -> None:
         self.rules = rules
         self.frameworks = frameworks if frameworks is not None else load_frameworks()
-        keywords = sorted({k for r in rules for k in r.keywords} | set(extra_keywords), key=len, reverse=True)
+        keywords = sorted({k for r in rules for k in r.keywords} | set(extra_keywords), key=lambda k: (-len(k), k))
         alternation = "(?i)" + "|".join(re.escape(k) for k in keywords)
         self.keywords = tuple(keywords)
         self.alternation = alternation  # the prefilter's pattern, for a scan of a file's bytes (stream.py)

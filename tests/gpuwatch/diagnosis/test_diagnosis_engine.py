@@ -37,6 +37,20 @@ def test_every_rule_matches_its_examples_and_they_are_diagnosed_as_its_reason() 
             assert diagnose_rules([_src("example.log", example)]).reason == want, (rule.id, example)
 
 
+def test_every_shipped_pattern_compiles_and_a_users_bad_pattern_is_refused_at_load(tmp_path: Path) -> None:
+    """The shipped rules' patterns are compiled when a log first meets their keywords (start-up compiled
+    none of them); each is compiled here. A user's rule is compiled as it loads, refused naming its file."""
+    for rule in load_rules():
+        assert len(rule.patterns) == len(rule.sources) > 0, rule.id
+    (tmp_path / "site.toml").write_text(
+        '[[rules]]\nid = "acme"\nreason = "script_error"\nkeywords = ["acme"]\npatterns = ["acme(("]\n'
+        "confidence = 0.5\npriority = 10\n"
+    )
+    with pytest.raises(ValueError, match="rule 'acme' is invalid") as refused:
+        load_rules(tmp_path)
+    assert "site.toml" in str(refused.value)
+
+
 def test_normalisation_strips_colour_time_and_launcher_prefixes() -> None:
     assert normalize("\x1b[31m2024-05-01 12:34:56,789 - ERROR - boom\x1b[0m") == ("boom", None)
     assert normalize("[default3]:RuntimeError: x") == ("RuntimeError: x", 3)

@@ -219,3 +219,41 @@ def test_memory_is_bounded_by_the_chunk_whatever_the_size(tmp_path: Path) -> Non
 def test_a_file_that_cannot_be_read_is_refused_before_any_diagnosis(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         read_sources([tmp_path / "missing.log"])
+
+
+def test_the_compiled_hyperscan_database_is_cached_and_a_bad_cache_is_compiled_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compiling the rules' keywords costs a quarter of a second: the database is written to the user's
+    cache once and read back after; a cache that is corrupt or cannot be written is compiled again."""
+    if bytescan.hyperscan is None:
+        pytest.skip("hyperscan is not installed on this platform")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    keywords = ("nccl", "段错误", "out of memory")
+    alternation = "(?i)" + "|".join(re2.escape(k) for k in keywords)
+    data = b"ok\nNCCL WARN boom\nfine\nCUDA Out Of Memory\n"
+
+    def scanned() -> list[int]:
+        bytescan._hyperscan.cache_clear()  # a new process, as far as the cache is concerned
+        scanner = bytescan.ByteScanner(alternation, keywords)
+        assert scanner.needs_confirming
+        return sorted({data.count(b"\n", 0, at) for at in scanner.hits(data, len(data))[0]})
+
+    assert scanned() == [1, 3]
+    (cached,) = (tmp_path / "gpuwatch").glob("hyperscan-*.db")
+    real = bytescan.hyperscan.Database
+
+    def no_compiling(*args: object, **kwargs: object) -> object:
+        raise AssertionError("compiled although cached")
+
+    monkeypatch.setattr(bytescan.hyperscan, "Database", no_compiling)
+    assert scanned() == [1, 3]  # read back, not compiled
+    monkeypatch.setattr(bytescan.hyperscan, "Database", real)
+    cached.write_bytes(b"not a database")
+    assert scanned() == [1, 3]
+    assert cached.read_bytes() != b"not a database"  # compiled again and written whole
+    blocker = tmp_path / "a-file"
+    blocker.write_text("the cache's parent is a file: nothing can be written under it")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    assert scanned() == [1, 3]
+    bytescan._hyperscan.cache_clear()
