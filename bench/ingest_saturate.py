@@ -9,7 +9,8 @@ rounds. gpuwatch gets each node's batches in order, each once (the parse-only se
 the same bodies): nothing a retry or a replay could make cheap.
 
 The server's CPU per batch at two batch sizes gives the fixed cost of a batch and the cost of a sample
-apart: ``cpu(n) = fixed + n * per_sample``.
+apart: ``cpu(n) = fixed + n * per_sample``. gpuwatch's rounds also read its ingest writer's busy seconds
+(`gpuwatch_ingest_writer_busy_seconds_total`): near 100 % of a round, the writer thread set the pace.
 
     .venv/bin/python bench/ingest_saturate.py [--sizes 16,400] [--conns 64] [--rounds 3] [--round-s 15]
                                               [--db sqlite|postgresql] [--soak-s S] [--check] [--json FILE]
@@ -203,13 +204,27 @@ def _auth(token: str) -> dict[str, str]:
 # -- the rounds ---------------------------------------------------------------------------------------
 
 
-def _round(gens: list[tuple[Any, Any]], pid: int, cmd: tuple[Any, ...]) -> dict[str, Any]:
+def _writer_busy(url: str | None) -> float:
+    """gpuwatch's `gpuwatch_ingest_writer_busy_seconds_total` (0 for the reference, which has none)."""
+    if url is None:
+        return 0.0
+    for line in httpx.get(f"{url}/metrics", timeout=30).text.splitlines():
+        if line.startswith("gpuwatch_ingest_writer_busy_seconds_total "):
+            return float(line.split()[1])
+    raise RuntimeError("the server exports no gpuwatch_ingest_writer_busy_seconds_total")
+
+
+def _round(gens: list[tuple[Any, Any]], pid: int, cmd: tuple[Any, ...], metrics: str | None = None) -> dict[str, Any]:
+    """One round: the generators run ``cmd``; the server's CPU, RSS and (gpuwatch's, from ``metrics``) its
+    ingest writer's busy share of the round."""
     cpu0, _ = _cpu_rss(pid)
+    busy0 = _writer_busy(metrics)
     t0 = time.monotonic()
     for cmds, _ in gens:
         cmds.put(cmd)
     outs = [results.get(timeout=600) for _, results in gens]
     wall = time.monotonic() - t0
+    busy1 = _writer_busy(metrics)
     cpu1, rss = _cpu_rss(pid)
     samples, batches = sum(o["samples"] for o in outs), sum(o["batches"] for o in outs)
     return {
@@ -217,6 +232,7 @@ def _round(gens: list[tuple[Any, Any]], pid: int, cmd: tuple[Any, ...]) -> dict[
         "batches_per_s": batches / wall,
         "cpu_pct": 100 * (cpu1 - cpu0) / wall,
         "cpu_us_per_batch": 1e6 * (cpu1 - cpu0) / max(1, batches),
+        "writer_busy": (busy1 - busy0) / wall,
         "refused": sum(o["refused"] for o in outs),
         "ran_out": any(o["ran_out"] for o in outs),
         "first_refusal": next((o["first_refusal"] for o in outs if o["first_refusal"]), None),
@@ -317,7 +333,7 @@ def _measure(
                     _round(gens, ref.pid, ("ref", ref_url, size, args.round_s))
                 )
                 rounds.setdefault(f"gpuwatch {size}", []).append(
-                    _round(gens, server.popen.pid, ("gw", gw_url, size, args.round_s))
+                    _round(gens, server.popen.pid, ("gw", gw_url, size, args.round_s), gw_url)
                 )
                 print(size, rounds[f"reference {size}"][-1], rounds[f"gpuwatch {size}"][-1], flush=True)
         soak = []  # gpuwatch alone, saturated with the last size's batches, RSS at the end of each slice
@@ -353,8 +369,11 @@ def _report(results: dict[str, Any], args: argparse.Namespace) -> None:
         f"{args.conns} connections, {args.rounds} rounds of {args.round_s:g} s each, {args.db}, "
         f"protocol {args.protocol}; {os.cpu_count()} CPUs"
     )
-    print("| batch | reference samples/s | gpuwatch samples/s | ratio | ref. µs/batch | gpuwatch µs/batch | refused |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| batch | reference samples/s | gpuwatch samples/s | ratio | ref. µs/batch | gpuwatch µs/batch | "
+        "gpuwatch CPU | its writer busy | refused |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     cost: dict[int, float] = {}
     for size in sizes:
         ref, gw = rounds[f"reference {size}"], rounds[f"gpuwatch {size}"]
@@ -363,7 +382,8 @@ def _report(results: dict[str, Any], args: argparse.Namespace) -> None:
         print(
             f"| {size} | {_median(ref, 'samples_per_s'):,.0f} | {_median(gw, 'samples_per_s'):,.0f} | "
             f"{statistics.median(ratios):.2f} ({min(ratios):.2f} to {max(ratios):.2f}) | "
-            f"{_median(ref, 'cpu_us_per_batch'):,.0f} | {cost[size]:,.0f} | {sum(g['refused'] for g in gw)} |"
+            f"{_median(ref, 'cpu_us_per_batch'):,.0f} | {cost[size]:,.0f} | {_median(gw, 'cpu_pct'):.0f} % | "
+            f"{100 * _median(gw, 'writer_busy'):.0f} % | {sum(g['refused'] for g in gw)} |"
         )
         if any(g["ran_out"] for g in gw):
             print(f"  gpuwatch {size}: some node ran out of batches: raise --max-samples-per-s")
