@@ -1,0 +1,52 @@
+"""Classes of misses from issue 19's eighteenth round (corpus cases 1500-1526: 3D generation, talking heads and
+portrait animation, image editing, virtual try-on, open-vocabulary detection and grounding, pose estimation):
+onnxruntime's CUDA provider that cannot be loaded, a CUDA library's status that names a bad parameter, bash's
+report of a bus error, a program's warning that it caught a GPU out-of-memory and went on, and a loader that
+refuses a checkpoint for safety. Error messages are verbatim from the public reports named in each test; hosts,
+paths and pids may be made up."""
+# ruff: noqa: E501
+
+from __future__ import annotations
+
+from tests.gpuwatch.diagnosis.real_text import reason_and_rule, reason_of
+
+# ---------------------------------------------------------------- onnxruntime's CUDA provider not loaded
+
+# KlingAIResearch/LivePortrait#146 (case 1507): LivePortrait as a ComfyUI node on Windows.
+_LIVEPORTRAIT_ORT = r"""
+D:\a\_work\1\s\onnxruntime\python\onnxruntime_pybind_state.cc:891 onnxruntime::python::CreateExecutionProviderInstance CUDA_PATH is set but CUDA wasnt able to be loaded. Please install the correct version of CUDA andcuDNN as mentioned in the GPU requirements page (https://onnxruntime.ai/docs/execution-providers/CUDA-ExecutionProvider.html#requirements), make sure they're in the PATH, and that your GPU is supported.
+
+File "F:\workstation\ComfyUI-aki-v1.3.7\execution.py", line 152, in recursive_execute
+output_data, output_ui = get_output_data(obj, input_data_all)
+File "F:\workstation\ComfyUI-aki-v1.3.7\custom_nodes\comfyui-liveportrait\nodes\LivePortrait\src\live_portrait_pipeline.py", line 68, in __init__
+self.cropper = Cropper(crop_cfg=crop_cfg,landmark_runner_ckpt=landmark_runner_ckpt,insightface_pretrained_weights=insightface_pretrained_weights)
+"""
+
+
+def test_onnxruntime_cuda_path_set_but_not_loaded_is_an_installation_problem() -> None:
+    assert reason_and_rule(_LIVEPORTRAIT_ORT) == ("import_error", "onnxruntime-cuda-provider-not-loaded")
+
+
+def test_the_same_sentence_with_its_apostrophe() -> None:
+    # Fannovel16/comfyui_controlnet_aux#123 (case 1519), the DWPose preprocessor
+    text = r"""
+Error occurred when executing DWPreprocessor:
+
+D:\a\_work\1\s\onnxruntime\python\onnxruntime_pybind_state.cc:743 onnxruntime::python::CreateExecutionProviderInstance CUDA_PATH is set but CUDA wasn't able to be loaded. Please install the correct version of CUDA and cuDNN as mentioned in the GPU requirements page (https://onnxruntime.ai/docs/execution-providers/CUDA-ExecutionProvider.html#requirements), make sure they're in the PATH, and that your GPU is supported.
+"""
+    assert reason_of(text) == "import_error"
+
+
+def test_the_provider_bridge_that_cannot_load_the_cuda_provider_dll() -> None:
+    # Fannovel16/comfyui_controlnet_aux#254 (case 1520): the fallback and retry fail the same way
+    text = r"""
+DWPose: Caching ONNXRuntime session yolox_l.onnx...
+2024-02-28 23:33:19.8850244 [E:onnxruntime:Default, provider_bridge_ort.cc:1480 onnxruntime::TryGetProviderInfo_CUDA] D:\a\_work\1\s\onnxruntime\core\session\provider_bridge_ort.cc:1193 onnxruntime::ProviderLibrary::Get [ONNXRuntimeError] : 1 : FAIL : LoadLibrary failed with error 126 "" when trying to load "F:\ComfyUI-independent\python_embeded\Lib\site-packages\onnxruntime\capi\onnxruntime_providers_cuda.dll"
+Falling back to ['CUDAExecutionProvider', 'CPUExecutionProvider'] and retrying.
+"""
+    assert reason_and_rule(text) == ("import_error", "onnxruntime-cuda-provider-not-loaded")
+
+
+def test_onnxruntime_s_other_errors_are_not_this_class() -> None:
+    line = "[E:onnxruntime:, sequential_executor.cc:514 ExecuteKernel] Non-zero status code returned while running Conv node. Name:'Conv_41' Status Message: CUDA error cudaErrorIllegalAddress:an illegal memory access was encountered"
+    assert reason_of(line) == "cuda_error"
