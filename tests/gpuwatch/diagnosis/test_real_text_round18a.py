@@ -76,3 +76,25 @@ def test_cublas_invalid_value_in_its_own_status_name() -> None:
 
 def test_an_allocation_status_is_still_out_of_memory() -> None:
     assert reason_of("RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED") == "gpu_oom"
+
+
+# ---------------------------------------------------------------- bash's report of a bus error
+
+# facebookresearch/sapiens#58 (case 1522): Sapiens lite's pose_keypoints308.sh; the last line is the report's title.
+_SAPIENS_BUS_ERROR = r"""
+Distributing 100 image paths into 1 jobs.
+Loads checkpoint by local backend from path: /usr/share/docker/sapiens/sapiens_lite_host/torchscript/detector/checkpoints/rtmpose/rtmdet_m_8xb32-100e_coco-obj365-person-235e8209.pth
+pose_keypoints308.sh: line 90: 18134 Bus error CUDA_VISIBLE_DEVICES=${VALID_GPU_IDS[GPU_ID]} python ${RUN_FILE} ${CHECKPOINT} --num_keypoints 308 --det-config ${DETECTION_CONFIG_FILE} --det-checkpoin
+"""
+
+
+def test_bash_s_job_report_of_a_bus_error_is_a_shell_reported_crash() -> None:
+    assert reason_and_rule(_SAPIENS_BUS_ERROR) == ("framework_error", "native-crash-reported")
+
+
+def test_a_worker_s_bus_error_is_still_the_data_loader_s() -> None:
+    text = """
+ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).
+./train.sh: line 12: 40211 Bus error               (core dumped) python train.py
+"""
+    assert reason_of(text) == "dataloader_error"
