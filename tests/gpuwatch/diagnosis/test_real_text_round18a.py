@@ -98,3 +98,32 @@ ERROR: Unexpected bus error encountered in worker. This might be caused by insuf
 ./train.sh: line 12: 40211 Bus error               (core dumped) python train.py
 """
     assert reason_of(text) == "dataloader_error"
+
+
+# ---------------------------------------------------------------- an OOM the program caught and went on from
+
+# ultralytics/ultralytics#24887 (case 1517): YOLO-World training; the kernel's assertion comes first.
+_YOLO_WORLD_ASSERT_THEN_OOM_WARNING = r"""
+/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:113: operator(): block: [2567,0,0], thread: [62,0,0] Assertion `-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.
+/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:113: operator(): block: [2567,0,0], thread: [63,0,0] Assertion `-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.
+WARNING ⚠️ CUDA OutOfMemoryError in TaskAlign
+"""
+
+
+def test_a_caught_oom_warning_does_not_outrank_the_kernel_assertion_before_it() -> None:
+    assert reason_and_rule(_YOLO_WORLD_ASSERT_THEN_OOM_WARNING) == ("framework_error", "cuda-device-assert")
+
+
+def test_the_warning_alone_is_a_weak_out_of_memory() -> None:
+    assert reason_and_rule("WARNING ⚠️ CUDA OutOfMemoryError in TaskAlignedAssigner, using CPU") == (
+        "gpu_oom",
+        "oom-caught-warning",
+    )
+
+
+def test_torch_s_out_of_memory_exception_is_unchanged() -> None:
+    text = """
+WARNING ⚠️ CUDA OutOfMemoryError in TaskAlignedAssigner, using CPU
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.11 GiB total capacity)
+"""
+    assert reason_and_rule(text) == ("gpu_oom", "cuda-oom")
