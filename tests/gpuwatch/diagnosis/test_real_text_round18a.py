@@ -127,3 +127,24 @@ WARNING ⚠️ CUDA OutOfMemoryError in TaskAlignedAssigner, using CPU
 torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.11 GiB total capacity)
 """
     assert reason_and_rule(text) == ("gpu_oom", "cuda-oom")
+
+
+# ---------------------------------------------------------------- a loader that refuses a checkpoint
+
+# OpenTalker/SadTalker#196 (case 1505): SadTalker as a Stable Diffusion web UI extension; the traceback is cut in
+# the report and its last line is the report's title.
+_SADTALKER_SAFE_UNPICKLE = r"""
+The file may be malicious, so the program is not going to read it.
+You can skip this check with --disable-safe-unpickle commandline argument.
+
+Traceback (most recent call last):
+  File "C:\Program Files\ai\stable-diffusion-webui\Matalen\lib\site-packages\gradio\routes.py", line 394, in run_predict
+    output = await app.get_blocks().process_api(
+  File "C:\Program Files\ai\stable-diffusion-webui\Matalen\lib\site-packages\anyio\_backends\_asyncio.py", line 867, in run
+    result = context.run(func, *args)
+TypeError: 'NoneType' object is not subscriptable
+"""
+
+
+def test_a_checkpoint_refused_as_unsafe_is_the_cause_of_the_none_after_it() -> None:
+    assert reason_and_rule(_SADTALKER_SAFE_UNPICKLE) == ("checkpoint_load_error", "state-dict")
