@@ -136,9 +136,7 @@ def _frameworks_of(raw: object, origin: str) -> dict[str, list[str]]:
     for key, one in (("packages", "package"), ("libraries", "library")):
         for name in lists[key]:
             if not isinstance(name, str) or not _PACKAGE_NAME.fullmatch(name):
-                raise ValueError(
-                    f"{origin}: [frameworks] {one} {name!r} is not a lower-case package name (* allowed)"
-                )
+                raise ValueError(f"{origin}: [frameworks] {one} {name!r} is not a lower-case package name (* allowed)")
     for path in lists["paths"]:
         try:
             re.compile(path)
