@@ -52,6 +52,32 @@ def test_onnxruntime_s_other_errors_are_not_this_class() -> None:
     assert reason_of(line) == "cuda_error"
 
 
+# ---------------------------------------------------------------- cuDNN refusing a call's parameters in another runtime
+
+# Fannovel16/comfyui_controlnet_aux#401 (case 1521): DWPose's ONNX model in onnxruntime's CUDA provider.
+_DWPOSE_CUDNN_BAD_PARAM = r"""
+DWPose: Using yolox_l.onnx for bbox detection and dw-ll_ucoco_384_bs5.torchscript.pt for pose estimation
+!!! Exception during processing!!! [ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running Conv node. Name:'Conv_41' Status Message: CUDNN failure 2000: CUDNN_STATUS_BAD_PARAM ; GPU=0 ; hostname=DESKTOP-E1A27JF ; file=D:\a\_work\1\s\onnxruntime\core\providers\cuda\nn\conv.cc ; line=467 ; expr=cudnnConvolutionForward(cudnn_handle, &alpha, s_.x_tensor, s_.x_data, s_.w_desc, s_.w_data, s_.conv_desc, s_.algo, workspace.get(), s_.workspace_bytes, &beta, s_.y_tensor, s_.y_data);
+Traceback (most recent call last):
+  File "E:\ComfyUI-aki-v1.3\execution.py", line 151, in recursive_execute
+    output_data, output_ui = get_output_data(obj, input_data_all)
+"""
+
+
+def test_cudnn_bad_param_inside_onnxruntime_is_a_weak_cuda_fault() -> None:
+    assert reason_and_rule(_DWPOSE_CUDNN_BAD_PARAM) == ("cuda_error", "cudnn-bad-param")
+
+
+def test_a_framework_s_own_status_line_stays_the_framework_s() -> None:
+    # NVIDIA/MinkowskiEngine#312 (case 838): the status in ME's words, raised from its own kernel source
+    text = r"""
+  File "/home/djlbet/anaconda3/envs/point/lib/python3.8/site-packages/MinkowskiEngine/sparse_matrix_functions.py", line 111, in forward
+    result, COO, vals = MEB.coo_spmm_average_int32(
+RuntimeError: CUSPARSE_STATUS_INVALID_VALUE at /tmp/pip-req-build-4vnh0cz8/src/spmm.cu:249
+"""
+    assert reason_of(text) == "framework_error"
+
+
 # ---------------------------------------------------------------- bash's report of a bus error
 
 # facebookresearch/sapiens#58 (case 1522): Sapiens lite's pose_keypoints308.sh; the last line is the report's title.
