@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import sys
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -187,6 +186,8 @@ def main() -> None:
     # `diagnose` is this module's own and needs no plugin: their imports (the settings model among
     # them) were two thirds of its start-up, which counts against a big log (docs/diagnosis.md).
     if sys.argv[1:2] != ["diagnose"]:
+        from importlib.metadata import entry_points  # 45 ms of import `diagnose` need not pay
+
         for plugin in entry_points(group="gpuwatch.commands"):
             plugin.load()(app)
     app()

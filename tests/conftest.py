@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import secrets
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +22,9 @@ from tests.local_llm import LocalLlm, local_llm, missing
 from tests.slurm_cluster import SlurmCluster, slurm_cluster
 
 os.environ.pop("GPUWATCH_CONFIG", None)  # a developer's own config must not leak into tests
+# Compiled prefilters (gpuwatch/diagnosis/bytescan.py) go to a cache of the test run's own, not the user's.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="gpuwatch-test-cache-")
+atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
 
 POSTGRES_URL_ENV = "GPUWATCH_TEST_POSTGRES_URL"
 REQUIRE_POSTGRES_ENV = "GPUWATCH_TEST_REQUIRE_POSTGRES"  # CI sets it to 1: no PostgreSQL is a failure, not a skip

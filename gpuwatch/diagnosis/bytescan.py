@@ -29,6 +29,7 @@ _RARE_RE2 = "[\\x0b\\x0c\\x1c-\\x1e\\x{85}\\x{2028}\\x{2029}]"
 _RARE_HS = (rb"[\x0b\x0c\x1c-\x1e]", rb"\xc2\x85", rb"\xe2\x80[\xa8\xa9]")
 _FOLDS_TO_ASCII = (rb"\xc5\xbf", rb"\xe2\x84\xaa")  # the long s folds to s, the Kelvin sign to k
 _KEYWORD, _RARE = 0, 1
+CACHED_DATABASES = 8  # compiled keyword sets kept in the cache, the newest
 
 
 class ByteScanner:
@@ -126,7 +127,16 @@ def _hyperscan(keywords: tuple[bytes, ...]) -> Any:
         partial = cached.with_name(f"{cached.name}.{os.getpid()}.part")
         partial.write_bytes(hyperscan.dumpb(db))
         os.replace(partial, cached)  # whole or absent, whatever runs beside it
+        for old in sorted(cached.parent.glob("hyperscan-*.db"), key=_mtime)[:-CACHED_DATABASES]:
+            old.unlink(missing_ok=True)  # a rules directory's earlier keywords, most likely
     return db
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed by another process meanwhile
+        return 0.0
 
 
 def cache_dir() -> Path:

@@ -3,6 +3,7 @@ the same reason, node, rank and evidence file:line, wherever the chunks happen t
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Iterator
 from dataclasses import replace
@@ -239,8 +240,15 @@ def test_the_compiled_hyperscan_database_is_cached_and_a_bad_cache_is_compiled_a
         assert scanner.needs_confirming
         return sorted({data.count(b"\n", 0, at) for at in scanner.hits(data, len(data))[0]})
 
+    for n in range(bytescan.CACHED_DATABASES + 2):  # other keyword sets' databases, older
+        stale = tmp_path / "gpuwatch" / f"hyperscan-old{n}.db"
+        stale.parent.mkdir(exist_ok=True)
+        stale.write_bytes(b"an older rules directory's")
+        os.utime(stale, (1_000_000 + n, 1_000_000 + n))
     assert scanned() == [1, 3]
-    (cached,) = (tmp_path / "gpuwatch").glob("hyperscan-*.db")
+    kept = sorted(p.name for p in (tmp_path / "gpuwatch").glob("hyperscan-*.db"))
+    assert len(kept) == bytescan.CACHED_DATABASES and "hyperscan-old0.db" not in kept  # the oldest went
+    (cached,) = [p for p in (tmp_path / "gpuwatch").glob("hyperscan-*.db") if "old" not in p.name]
     real = bytescan.hyperscan.Database
 
     def no_compiling(*args: object, **kwargs: object) -> object:
