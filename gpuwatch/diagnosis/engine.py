@@ -190,15 +190,14 @@ _NONE_MISUSE = re.compile(
     r"|^'[\w.]+' object has no attribute '\w+'$"
     r"|^unsupported operand type\(s\) for .+: '(?:NoneType' and|.+' and 'NoneType')"
 )
-_INSTALLED_PACKAGE = re.compile(r"(?:site|dist)-packages/(?P<pkg>[A-Za-z_]\w*)")
 
 
 def _application_bug(name: str, msg: str, frame: str, frameworks: Frameworks) -> bool:
     """The interpreter's code-bug wording, raised in an installed package that is no framework's."""
     if name not in _CODE_BUG_TYPES and not (name in ("TypeError", "AttributeError") and _NONE_MISUSE.search(msg)):
         return False
-    m = _INSTALLED_PACKAGE.search(frame)
-    return m is not None and not frameworks.package(m.group("pkg"))
+    package = frameworks.installed_package(frame)
+    return package is not None and not frameworks.package(package)
 
 
 # A general-purpose library (`[frameworks] libraries`: numpy, scipy, cupy) refusing the
@@ -230,8 +229,8 @@ def _framework_caller(frame: str, frameworks: Frameworks) -> bool:
     """A frame of a framework's own code (not torch's, which `_TORCH_OWN_FRAME` passes over)."""
     if not frameworks.path(frame):
         return False
-    m = _INSTALLED_PACKAGE.search(frame)
-    return m is None or frameworks.package(m.group("pkg"))
+    package = frameworks.installed_package(frame)
+    return package is None or frameworks.package(package)
 
 
 # With no frame to tell where it was raised, the type decides as the taxonomy's evidence does:

@@ -134,10 +134,15 @@ class Frameworks:
         return m is not None and self.package(m.group(1))
 
     @staticmethod
+    def installed_package(frame: str) -> str | None:
+        """The package of a frame in site- or dist-packages (either slash), or None for any other path."""
+        return m.group(1) if (m := _INSTALLED_PACKAGE.search(frame)) is not None else None
+
+    @staticmethod
     def package_of(frame: str) -> str | None:
         """The package a frame's path names: an installed one's, or a relative path's first directory."""
-        if (m := _INSTALLED_PACKAGE.search(frame)) is not None:
-            return m.group(1)
+        if (package := Frameworks.installed_package(frame)) is not None:
+            return package
         return m.group(1) if (m := _RELATIVE_PACKAGE.match(frame)) is not None else None
 
 

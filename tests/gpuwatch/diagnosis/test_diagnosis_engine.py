@@ -249,6 +249,21 @@ ValueError: n must be a power of two
     assert diagnose_rules([log], rules_dir=str(tmp_path)).reason == "script_error"
 
 
+@pytest.mark.parametrize("sep", ["/", "\\"])
+def test_an_installed_non_framework_package_s_code_bug_is_the_application_s(sep: str) -> None:
+    """The interpreter's code-bug wording raised in an installed package that is no framework (a project's own
+    package installed with pip) is the application's, with Windows' backslashes as with slashes."""
+    site = sep.join(["C:", "Python311", "Lib", "site-packages", "acme_app", "pipeline.py"])
+    text = f"""Traceback (most recent call last):
+  File "C:\\work\\run.py", line 7, in <module>
+    acme_app.run(cfg)
+  File "{site}", line 40, in run
+    self.writer.add_scalar("loss", loss)
+AttributeError: 'NoneType' object has no attribute 'add_scalar'
+"""
+    assert diagnose_rules([_src("train.log", text)]).reason == "script_error"
+
+
 @pytest.mark.parametrize(
     ("body", "complaint"),
     [
