@@ -38,7 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from server.store.migrate import upgrade  # noqa: E402
-from tests.helpers import Proc, free_port, new_token, wait_until  # noqa: E402
+from tests.helpers import Proc, free_port, metric_values, new_token, wait_until  # noqa: E402
+
+KINDS = ("sample", "log", "event")
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MIB = 1024 * 1024
@@ -208,12 +210,8 @@ def _spawn(args: list[str]) -> tuple[subprocess.Popen[bytes], float]:
 
 def _ingest_counts(base: str) -> dict[str, float]:
     text = httpx.get(f"{base}/metrics", timeout=10).text
-    counts = {}
-    for kind in ("sample", "log", "event"):
-        m = re.search(rf'^gpuwatch_ingest_items_total{{kind="{kind}"}} (\S+)$', text, re.MULTILINE)
-        counts[kind + "s"] = float(m.group(1)) if m else 0.0
-    m = re.search(r'^gpuwatch_ingest_batches_total{outcome="stored"} (\S+)$', text, re.MULTILINE)
-    counts["batches"] = float(m.group(1)) if m else 0.0
+    counts = {f"{kind}s": sum(metric_values(text, "gpuwatch_ingest_items_total", kind=kind)) for kind in KINDS}
+    counts["batches"] = sum(metric_values(text, "gpuwatch_ingest_batches_total", outcome="stored"))
     return counts
 
 

@@ -56,7 +56,7 @@ from agent.collectors.simulated import SimulatedCollector  # noqa: E402
 from gpuwatch import columnar  # noqa: E402
 from gpuwatch.protocol import Batch, RegisterRequest  # noqa: E402
 from server.store.migrate import upgrade  # noqa: E402
-from tests.helpers import Proc, free_port, wait_until  # noqa: E402
+from tests.helpers import Proc, free_port, metric_values, wait_until  # noqa: E402
 
 GPUS = 8
 SOAK_SLICE_S = 30.0  # the soak's RSS is read this often
@@ -208,10 +208,10 @@ def _writer_busy(url: str | None) -> float:
     """gpuwatch's `gpuwatch_ingest_writer_busy_seconds_total` (0 for the reference, which has none)."""
     if url is None:
         return 0.0
-    for line in httpx.get(f"{url}/metrics", timeout=30).text.splitlines():
-        if line.startswith("gpuwatch_ingest_writer_busy_seconds_total "):
-            return float(line.split()[1])
-    raise RuntimeError("the server exports no gpuwatch_ingest_writer_busy_seconds_total")
+    name = "gpuwatch_ingest_writer_busy_seconds_total"
+    if not (values := metric_values(httpx.get(f"{url}/metrics", timeout=30).text, name)):
+        raise RuntimeError(f"the server exports no {name}")
+    return values[0]
 
 
 def _round(gens: list[tuple[Any, Any]], pid: int, cmd: tuple[Any, ...], metrics: str | None = None) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 import uvicorn
+from prometheus_client.parser import text_string_to_metric_families
 
 from gpuwatch.config import Settings
 from gpuwatch.protocol import GpuSample, GpuSeries, to_series
@@ -69,6 +70,20 @@ def wait_until(check: Callable[[], T], timeout: float = 20.0, what: str = "condi
             last_exc = exc
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_exc})")
+
+
+def metric_values(text: str, name: str, **labels: str) -> list[float]:
+    """The values of the samples named ``name`` in a /metrics exposition whose labels include ``labels``,
+    read by prometheus_client's own parser (a label value holding a quote or a comma is read right). The
+    parser renames a counter's samples whose name lacks ``_total`` (dcgm-exporter's upper-case
+    ``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL``) to end in it; they are found by the name exported."""
+    return [
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if (s.name == name or (family.name == name and s.name == f"{name}_total"))
+        and labels.items() <= s.labels.items()
+    ]
 
 
 def migrated_sqlite(tmp: Path) -> str:

@@ -32,7 +32,16 @@ import pytest
 from agent.collectors.simulated import write_fault
 from gpuwatch.config import Settings
 from gpuwatch.protocol import ClientReport, CollectiveStat, JobProcess, StepReport
-from tests.helpers import Proc, free_port, migrated_sqlite, new_token, require_tool, start_server, wait_until
+from tests.helpers import (
+    Proc,
+    free_port,
+    metric_values,
+    migrated_sqlite,
+    new_token,
+    require_tool,
+    start_server,
+    wait_until,
+)
 from tests.prometheus_stack import Prometheus, QueryError, prometheus_config
 from tests.promql import (
     ALERTS_FILE,
@@ -158,19 +167,13 @@ def _refused_batch(base: str) -> None:
 
 
 def _metric_value(text: str, name: str, **labels: str) -> float | None:
-    for line in text.splitlines():
-        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
-            return float(line.rsplit(" ", 1)[1])
-    return None
+    """The first sample of ``name`` with ``labels``, or None."""
+    return next(iter(metric_values(text, name, **labels)), None)
 
 
 def _metric_sum(text: str, name: str, **labels: str) -> float:
     """The sum of every sample of ``name`` with ``labels`` (counters exported at 0 included)."""
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items())
-    )
+    return sum(metric_values(text, name, **labels))
 
 
 @pytest.fixture(scope="module")
