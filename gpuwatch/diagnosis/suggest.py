@@ -11,7 +11,9 @@ For each reason they should have had:
    classes that alternate, so the pattern cannot backtrack badly on any line;
 3. the whole corpus is diagnosed with and without the rule. The rule is accepted only when every case
    of its cluster then gets its label and no other case's answer changes; otherwise the next template
-   is tried, and when none passes the cluster is refused, naming the cases each try would change.
+   is tried, and when none passes the cluster is refused, naming the cases each try would change. A
+   case none of whose lines holds the rule's keyword (as written or as the engine normalises it) cannot
+   be changed by it (the rule can match no line of it), so only the others are diagnosed again.
 
 Nothing is written unless asked, and then only an accepted rule, as one `*.toml` file in the user rules
 directory (`GPUWATCH_RULES_DIR`), which the engine loads after the shipped rules.
@@ -96,6 +98,7 @@ def suggest(cases: Sequence[Case], rules_dir: Path | None = None, max_tries: int
     """Rules for the cases the rules (shipped, and the user's in ``rules_dir``) get wrong, each checked
     against every case given."""
     before = {c.name: diagnose_rules(c.sources, _dir(rules_dir)).reason for c in cases}
+    texts = {c.name: _text(c) for c in cases}
     wrong = [c for c in cases if before[c.name] != c.reason]
     result = Suggestions(wrong={c.name: (c.reason, before[c.name]) for c in wrong})
     if not wrong:
@@ -115,7 +118,7 @@ def suggest(cases: Sequence[Case], rules_dir: Path | None = None, max_tries: int
                 if rule is None:
                     continue
                 cluster = tuple(sorted(t.cases & todo))
-                tried.append(_check(reason, cluster, rule, cases, before, rules_dir))
+                tried.append(_check(reason, cluster, rule, cases, before, texts, rules_dir))
                 if tried[-1].accepted or len(tried) >= max_tries:
                     break
             if not tried:  # no line of these cases makes a rule: nothing to propose
@@ -216,18 +219,28 @@ def _rule(
     }
 
 
+def _text(case: Case) -> str:
+    """A case's lines, lower-cased, each as written and as the engine normalises it: where a rule's
+    keyword must appear for the rule to match any line of the case."""
+    return "\n".join(f"{raw.lower()}\n{normalize(raw)[0].lower()}" for source in case.sources for raw in source.lines)
+
+
 def _check(
     reason: str,
     cluster: tuple[str, ...],
     rule: dict[str, Any],
     cases: Sequence[Case],
     before: dict[str, str],
+    texts: dict[str, str],
     rules_dir: Path | None,
 ) -> Proposal:
-    """Diagnose every case with the rule added to the user's rules; what it fixes, misses and changes."""
+    """Diagnose with the rule added to the user's rules every case holding its keyword (no other case's
+    answer can change); what it fixes, misses and changes."""
     proposal = Proposal(reason, cluster, rule)
+    keywords = [k.lower() for k in rule["keywords"]]
+    touched = [c for c in cases if c.name in cluster or any(k in texts[c.name] for k in keywords)]
     with _with_rule(rules_dir, proposal) as trial:
-        after = {c.name: diagnose_rules(c.sources, str(trial)).reason for c in cases}
+        after = before | {c.name: diagnose_rules(c.sources, str(trial)).reason for c in touched}
     missed = tuple(name for name in cluster if after[name] != reason)
     changed = {n: (before[n], after[n]) for n in before if n not in cluster and after[n] != before[n]}
     return Proposal(reason, cluster, rule, missed, changed)

@@ -10,6 +10,7 @@ from pathlib import Path
 from gpuwatch.diagnosis.corpus import load_corpus, write_case
 from gpuwatch.diagnosis.engine import diagnose_rules
 from gpuwatch.diagnosis.suggest import suggest, write_rule
+from tests.helpers import TESTS
 
 # Regex metacharacters in the message: they must reach the pattern escaped.
 WEIRD = "fatal: shard[main] (*ckpt*) commit failed: quorum+lost? at {host} |retry=$none^ step {n}"
@@ -52,3 +53,29 @@ def test_a_rule_that_would_change_another_case_is_refused_naming_it(tmp_path: Pa
     (proposal,) = result.proposals
     assert not proposal.accepted and result.accepted == []
     assert proposal.changed == {"002-real-cuda": ("cuda_error", "gpu_hardware")}
+
+
+def test_only_the_cases_holding_a_rule_s_keyword_are_diagnosed_again_and_the_verdicts_are_those_of_all(
+    tmp_path: Path,
+) -> None:
+    """A rule can change no case none of whose lines holds its keyword, so `suggest` diagnoses only the
+    others again: over a slice of the real corpus (its misses and every seventh case), each proposal's fixed,
+    missed and changed cases are exactly what diagnosing every case with the rule gives."""
+    # On-call's wrong label: its rule would turn the corpus's real illegal memory accesses into gpu_hardware.
+    line = "[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered"
+    _case(tmp_path / "labelled", "001-said-hardware", "gpu_hardware", [line])
+    corpus = load_corpus([TESTS / "data" / "failures", tmp_path / "labelled"])
+    wrong = {c.name for c in corpus if diagnose_rules(c.sources).reason != c.reason}
+    cases = [c for i, c in enumerate(corpus) if i % 7 == 0 or c.name in wrong]
+    before = {c.name: diagnose_rules(c.sources).reason for c in cases}
+    result = suggest(cases)
+    assert set(result.wrong) == wrong and result.proposals
+    assert any(p.changed for p in result.proposals), "a proposal that changes another case is among them"
+    for proposal in (p for p in result.proposals if p.rule):
+        rules = tmp_path / proposal.rule["id"]
+        rules.mkdir()
+        (rules / "rule.toml").write_text(proposal.toml())  # refused ones too, which write_rule will not write
+        after = {c.name: diagnose_rules(c.sources, str(rules)).reason for c in cases}
+        assert proposal.missed == tuple(n for n in proposal.cluster if after[n] != proposal.reason)
+        changed = {n: (before[n], after[n]) for n in before if n not in proposal.cluster and after[n] != before[n]}
+        assert proposal.changed == changed, proposal.rule["id"]
