@@ -7,13 +7,23 @@ step s depends only on (s, rank), and a checkpoint holds the model, the optimize
 step. Each attempt appends the steps it computed to OUT/steps.log, so a test can count steps redone.
 
     torchrun --nproc-per-node 2 tests/jobs/ckpt_train.py --steps 40 --every 5 --ckpt-dir C --out O
+
+``--fork-ranks N`` starts the N ranks itself, forked after torch is imported, instead of torchrun: the
+same job and process group at a third of the start-up (torch imported once, not by a launcher and each
+rank), for the tests that run it dozens of times. As torchrun does, the first rank to fail ends the others
+and the job's exit status is 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
+import socket
+import sys
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -53,8 +63,49 @@ def main() -> None:
         help="steps whose checkpoint is whole but does not load (a model renamed since): first attempt only",
     )
     ap.add_argument("--hang-at", type=int, default=-1, help="rank 0 stops stepping here (alive, idle)")
+    ap.add_argument("--fork-ranks", type=int, default=0, help="start this many ranks by fork, without torchrun")
     args = ap.parse_args()
+    if args.fork_ranks:
+        sys.exit(fork_ranks(args.fork_ranks, args))
+    train(args)
 
+
+def fork_ranks(n: int, args: argparse.Namespace) -> int:
+    """Run ``train`` in ``n`` forked ranks; the first to fail ends the others. The job's exit status."""
+    import torch._dynamo  # noqa: F401 - what an optimizer's first construction imports (2 s): once, for all ranks
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    pids = []
+    for rank in range(n):
+        if (pid := os.fork()) == 0:
+            ranks = {"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": n, "LOCAL_WORLD_SIZE": n, "MASTER_PORT": port}
+            os.environ.update({k: str(v) for k, v in ranks.items()} | {"MASTER_ADDR": "127.0.0.1"})
+            code = 0
+            try:
+                train(args)
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        pids.append(pid)
+    status = 0
+    for _ in range(n):
+        pid, raw = os.wait()
+        if (code := os.waitstatus_to_exitcode(raw)) != 0 and status == 0:
+            status = 1
+            print(f"rank process {pid} failed (exit {code}); ending the others", flush=True)
+            for other in pids:
+                if other != pid:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(other, signal.SIGKILL)
+    return status
+
+
+def train(args: argparse.Namespace) -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     args.out.mkdir(parents=True, exist_ok=True)
