@@ -47,3 +47,32 @@ def test_prose_and_the_shell_s_missing_command_are_not_click_s() -> None:
         )
         == "file_not_found"
     )
+
+
+# ---------------------------------------------------------------- jax's check that jaxlib fits it
+
+# marin-community/levanter#668 (case 1597): Levanter's train_lm.py on an RTX 3060 after reinstalling jax.
+_LEVANTER_JAXLIB_NEWER = r"""
+$ python src/levanter/main/train_lm.py --config_path config/gpt2_small.yaml
+RuntimeError: jaxlib version 0.4.30 is newer than and incompatible with jax version 0.4.6. Please update your jax and/or jaxlib packages.
+"""
+
+
+def test_jaxlib_newer_than_jax_is_an_installation_problem() -> None:
+    assert reason_and_rule(_LEVANTER_JAXLIB_NEWER) == ("import_error", "jaxlib-version-mismatch")
+
+
+def test_jax_s_older_wording_of_the_same_check() -> None:
+    # the same thread, the same check as older jax words it (jax/_src/lib/__init__.py)
+    assert (
+        reason_of("RuntimeError: jaxlib is version 0.1.55, but this version of jax requires version 0.1.69.")
+        == "import_error"
+    )
+
+
+def test_jax_s_other_runtime_errors_are_not_a_version_mismatch() -> None:
+    # jax's distributed start-up refusing the order of calls stays a framework's RuntimeError
+    assert (
+        reason_of("RuntimeError: jax.distributed.initialize() must be called before any JAX computations are executed.")
+        == "framework_error"
+    )
