@@ -76,3 +76,47 @@ def test_jax_s_other_runtime_errors_are_not_a_version_mismatch() -> None:
         reason_of("RuntimeError: jax.distributed.initialize() must be called before any JAX computations are executed.")
         == "framework_error"
     )
+
+
+# ---------------------------------------------------------------- triton's JIT launcher and its cache key
+
+# mosaicml/llm-foundry#159 (case 1583): MPT's triton attention, global rank 1's STDERR under Composer's launcher.
+_LLM_FOUNDRY_BWD_KERNEL_KEY = r"""
+----------Begin global rank 1 STDERR----------
+/home/LMFlow/cn_llama/packages/new/llm-foundry/llmfoundry-venv/lib/python3.10/site-packages/composer/callbacks/speed_monitor.py:120: UserWarning: gpu_flop count not found for None with precision: amp_fp16; MFU cannot be calculated and reported. gpu_flops_available can be manuallyoverridden by setting gpu_flops_available in SpeedMonitor.
+  warnings.warn(
+Traceback (most recent call last):
+  File "<string>", line 21, in _bwd_kernel
+KeyError: ('2-.-0-.-0-5ef8f334a15fe35aaf5db62d90ceef62-2b0c5161c53c71b37ae20a9996ee4bb8-c1f92808b4e4644c1732e8338187ac87-d962222789c30252d492a16cca3bf467-12f7ac1ca211e037f62a7c0c323d9990-5c5e32ff210f3b7f56c98ca29917c25e-06f0df2d61979d629033f4a22eff5198-0dd03b0bd512a184b3512b278d9dfa59-d35ab04ae841e2714a253c523530b071', (torch.float16, torch.float16, torch.float16, None, torch.float16, torch.float32, torch.float16, torch.float16, torch.float32, torch.float32, 'fp32', 'i32', 'i32', 'i32'), ('none', True, 64, False, True, True, True, 128, 128), (True, True, True, (False,), True, True, True, True, True, True, (False,), (True, False), (True,
+"""
+
+
+def test_triton_s_launcher_failing_on_its_cache_key_is_the_framework_s() -> None:
+    assert reason_and_rule(_LLM_FOUNDRY_BWD_KERNEL_KEY) == ("framework_error", "triton-jit-cache-key-keyerror")
+
+
+def test_the_forward_kernel_s_key_with_an_empty_hash_reads_the_same() -> None:
+    # mosaicml/examples#447 (case 1587) has the key of _fwd_kernel; iwalton3/mpt-lora-patch#5 the same launcher
+    # with the first hash empty ('2-.-0-.-0--2b0c...')
+    text = r"""
+Traceback (most recent call last):
+  File "<string>", line 21, in _fwd_kernel
+KeyError: ('2-.-0-.-0-d82511111ad128294e9d31a6ac684238-7929002797455b30efce6e41eddc6b57-3aa563e00c5c695dd945e23b09a86848-d962222789c30252d492a16cca3bf467', (torch.bfloat16, torch.bfloat16, torch.bfloat16, torch.float32, 'fp32', 'i32'), ('matrix', False, 64, True, True, True, 128, 128), (True, True, True, True, True, True, True, (False,), (True, False), (True, Fal
+"""
+    assert reason_of(text) == "framework_error"
+    assert (
+        reason_of(
+            "KeyError: ('2-.-0-.-0--2b0c5161c53c71b37ae20a9996ee4bb8-c1f92808b4e4644c1732e8338187ac87-d962222789c30252d492a16cca3bf467', (torch.float16, torch.float16"
+        )
+        == "framework_error"
+    )
+
+
+def test_a_script_s_own_tuple_key_stays_the_script_s() -> None:
+    text = """
+Traceback (most recent call last):
+  File "/home/user/train.py", line 88, in <module>
+    weight = class_weights[("cat", "dog")]
+KeyError: ('cat', 'dog')
+"""
+    assert reason_of(text) == "script_error"
