@@ -120,3 +120,54 @@ Traceback (most recent call last):
 KeyError: ('cat', 'dog')
 """
     assert reason_of(text) == "script_error"
+
+
+# ---------------------------------------------------------------- a bus error that only the shell or a launcher reports
+
+# mosaicml/llm-foundry#82 (case 1585): the quickstart's text_data.py in the mosaicml/pytorch Docker image.
+_LLM_FOUNDRY_SHELL_BUS_ERROR = r"""
+root@e81df48d8ecb:/home/llm-foundry/scripts/train# python ../../llmfoundry/data/text_data.py --local_path ./my-copy-c4 --split val_small
+Bus error (core dumped)
+root@e81df48d8ecb:/home/llm-foundry# /usr/lib/python3.10/multiprocessing/resource_tracker.py:224: UserWarning: resource_tracker: There appear to be 2 leaked shared_memory objects to clean up at shutdown
+  warnings.warn('resource_tracker: There appear to be %d '
+"""
+
+# mosaicml/llm-foundry#258 (case 1582): fine-tuning in the provided image, only Composer's launcher speaks.
+_COMPOSER_RANK_EXIT_MINUS_7 = r"""
+Building eval loader...
+Building trainer...
+ERROR:composer.cli.launcher:Rank 2 crashed with exit code -7.
+"""
+
+
+def test_the_shell_s_bus_error_line_is_a_shell_reported_crash() -> None:
+    assert reason_and_rule(_LLM_FOUNDRY_SHELL_BUS_ERROR) == ("framework_error", "native-crash-reported")
+
+
+def test_a_launcher_s_sigbus_reads_as_its_segfault_does() -> None:
+    assert reason_and_rule(_COMPOSER_RANK_EXIT_MINUS_7) == ("framework_error", "native-crash-reported")
+    assert (
+        reason_of(
+            "E0814 00:45:42.793000 25019 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -7) local_rank: 0 (pid: 25105) of binary: /usr/bin/python"
+        )
+        == "framework_error"
+    )
+
+
+def test_node_local_evidence_still_makes_a_bus_error_the_node_s() -> None:
+    # the kernel's uncorrectable memory error on the node outranks the shell's line (as case 036)
+    text = """
+Jun  3 02:11:40 gpu-j03 kernel: [884213.113071] EDAC MC0: 1 UE memory read error on CPU_SrcID#0_MC#0_Chan#1_DIMM#0 (channel:1 slot:0 page:0x1c23a1 offset:0x0 grain:32 syndrome:0x0)
+Bus error (core dumped)
+"""
+    assert reason_of(text) == "node_failure"
+
+
+def test_a_data_loader_worker_s_bus_error_stays_the_worker_s() -> None:
+    text = "RuntimeError: DataLoader worker (pid 3855) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit."
+    assert reason_of(text) == "dataloader_error"
+
+
+def test_a_sigabrt_from_the_launcher_is_left_as_it_was() -> None:
+    # -6 stays out: NCCL's watchdog aborts the process it times out (case 475); shangshang-wang/Tina#10 (case 1594)
+    assert reason_of("failed (exitcode: -6) local_rank: 0 (pid: 25105) of binary: /usr/bin/python3.10") == "unknown"
