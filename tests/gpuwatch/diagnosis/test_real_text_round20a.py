@@ -1,9 +1,9 @@
 """Classes of misses from issue 19's twentieth round (corpus cases 1580-1597: LLM pretraining, fine-tuning and RL
 post-training stacks other than Megatron-LM and DeepSpeed: torchtitan, torchtune, MaxText, Levanter, llm-foundry and
 Composer, Liger-Kernel, NeMo-RL, InternEvo, open-r1, ROLL, Tina): click's usage errors (a CLI that refuses its
-command line), jax's check that jaxlib fits it, triton's JIT launcher failing on its own cache key, and a bus error
-that only the shell or a launcher reports. Error messages are verbatim from the public reports named in each test;
-hosts, paths and pids may be made up."""
+command line), jax's check that jaxlib fits it, triton's JIT launcher failing on its own cache key, a bus error that
+only the shell or a launcher reports, and torch's C++ exception known only by its backtrace. Error messages are
+verbatim from the public reports named in each test; hosts, paths and pids may be made up."""
 # ruff: noqa: E501
 
 from __future__ import annotations
@@ -171,3 +171,31 @@ def test_a_data_loader_worker_s_bus_error_stays_the_worker_s() -> None:
 def test_a_sigabrt_from_the_launcher_is_left_as_it_was() -> None:
     # -6 stays out: NCCL's watchdog aborts the process it times out (case 475); shangshang-wang/Tina#10 (case 1594)
     assert reason_of("failed (exitcode: -6) local_rank: 0 (pid: 25105) of binary: /usr/bin/python3.10") == "unknown"
+
+
+# ---------------------------------------------------------------- torch's C++ exception known only by its backtrace
+
+# shangshang-wang/Tina#10 (case 1594): GRPO on one A6000 under accelerate; the excerpt starts inside the backtrace.
+_TINA_C10_FRAMES = r"""
+frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7434c5f6c446 in /home/nick11roberts/miniconda3/envs/tina/lib/python3.10/site-packages/torch/lib/libc10.so)
+frame #1: <unknown function> + 0xe3f297 (0x74347743f297 in /home/nick11roberts/miniconda3/envs/tina/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so)
+frame #2: <unknown function> + 0x145c0 (0x7434c643b5c0 in /home/nick11roberts/miniconda3/envs/tina/lib/python3.10/site-packages/torch/lib/libtorch.so)
+frame #3: <unknown function> + 0x9caa4 (0x7434d8c9caa4 in /lib/x86_64-linux-gnu/libc.so.6)
+frame #4: <unknown function> + 0x129c3c (0x7434d8d29c3c in /lib/x86_64-linux-gnu/libc.so.6)
+
+E0814 00:45:42.793000 25019 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -6) local_rank: 0 (pid: 25105) of binary: /home/nick11roberts/miniconda3/envs/tina/bin/python3.10
+"""
+
+
+def test_c10_s_backtrace_with_its_message_cut_is_torch_s_own_exception() -> None:
+    assert reason_and_rule(_TINA_C10_FRAMES) == ("framework_error", "c10-error-backtrace")
+
+
+def test_the_message_above_the_backtrace_still_decides() -> None:
+    cuda = "RuntimeError: CUDA error: an illegal memory access was encountered\n" + _TINA_C10_FRAMES
+    assert reason_of(cuda) == "cuda_error"
+    watchdog = (
+        "[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=8812, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800082 milliseconds before timing out.\n"
+        + _TINA_C10_FRAMES
+    )
+    assert reason_of(watchdog) == "nccl_timeout"
