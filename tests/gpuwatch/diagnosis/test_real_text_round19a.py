@@ -59,3 +59,56 @@ def test_other_signals_in_a_job_report_are_shell_reported_crashes() -> None:
 def test_a_job_that_is_done_or_stopped_is_no_failure() -> None:
     assert reason_of("[1]+  Done                    python train.py") == "unknown"
     assert reason_of("[1]+  Stopped                 python train.py") == "unknown"
+
+
+# ---------------------------------------------------------------- the driver API's CUDA_ERROR_* names in a library's words
+
+# openmm/openmm-torch#4 (case 1557): openmm-torch's force on OpenMM's CUDA platform; the CPU platform works.
+_OPENMM_INVALID_HANDLE = r"""
+(simu) [yaoyic@yaoyi-pc test-openmm-torch]$ python test_model.py
+Traceback (most recent call last):
+  File "test_model.py", line 15, in <module>
+    print(context.getState(getEnergy=True).getPotentialEnergy())
+  File "/home/yaoyic/miniconda3/envs/simu/lib/python3.7/site-packages/simtk/openmm/openmm.py", line 11060, in getState
+    state = _openmm.Context_getState(self, types, enforcePeriodicBox, groups_mask)
+Exception: Error invoking kernel: CUDA_ERROR_INVALID_HANDLE (400)
+"""
+
+
+def test_a_driver_api_fault_in_openmm_s_words_is_a_cuda_fault() -> None:
+    assert reason_and_rule(_OPENMM_INVALID_HANDLE) == ("cuda_error", "cuda-library-old-wording")
+
+
+def test_the_driver_api_s_name_for_a_build_that_does_not_fit_is_an_installation_problem() -> None:
+    # seekrcentral/seekr2#8 (the report's title): OpenMM loading its CUDA module under seekr2
+    line = "simtk.openmm.OpenMMException: Error loading CUDA module: CUDA_ERROR_INVALID_PTX (218)"
+    assert reason_and_rule(line) == ("import_error", "no-kernel-image")
+
+
+def test_the_driver_api_s_other_names_keep_their_reasons() -> None:
+    # the GPU's memory, the GPU's hardware, a runtime without its GPU (cases 305 and 912's lines)
+    assert (
+        reason_of("failed to allocate 2.00G (2147483648 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory")
+        == "gpu_oom"
+    )
+    assert (
+        reason_of(
+            "2024-03-05 09:11:40.402113: F tensorflow/stream_executor/lib/statusor.cc:34] Attempting to fetch value instead of handling error Internal: failed initializing StreamExecutor for CUDA device ordinal 0: Internal: failed call to cuDevicePrimaryCtxRetain: CUDA_ERROR_ECC_UNCORRECTABLE: uncorrectable ECC error encountered"
+        )
+        == "gpu_hardware"
+    )
+    assert (
+        reason_of(
+            "2020-01-12 14:46:01.536588: E tensorflow/stream_executor/cuda/cuda_driver.cc:318] failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected"
+        )
+        == "import_error"
+    )
+
+
+def test_openmm_s_own_exceptions_without_a_cuda_status_are_no_cuda_fault() -> None:
+    text = """
+  File "/data/shared/software/python_env/anaconda3/envs/rew/lib/python3.9/site-packages/openmm/openmm.py", line 16230, in __init__
+    _openmm.Context_swiginit(self, _openmm.new_Context(*args))
+openmm.OpenMMException: Particle coordinate is NaN.  For more information, see https://github.com/openmm/openmm/wiki/Frequently-Asked-Questions#nan
+"""
+    assert reason_of(text) != "cuda_error"
