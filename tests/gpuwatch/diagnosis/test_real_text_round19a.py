@@ -112,3 +112,50 @@ def test_openmm_s_own_exceptions_without_a_cuda_status_are_no_cuda_fault() -> No
 openmm.OpenMMException: Particle coordinate is NaN.  For more information, see https://github.com/openmm/openmm/wiki/Frequently-Asked-Questions#nan
 """
     assert reason_of(text) != "cuda_error"
+
+
+# ---------------------------------------------------------------- Hydra's primary config not found
+
+# atomistic-machine-learning/schnetpack-gschnet#16 (case 1549): gschnet_train against a schnetpack 2.1.0 that no
+# longer ships the config the launcher names.
+_GSCHNET_PRIMARY_CONFIG = r"""
+$ gschnet_train --config-dir=/home/huzheyu/ai_lab/gener_ai/test experiment=gschnet_qm9
+Cannot find primary config 'train'. Check that it's in your config search path.
+
+Config search path:
+      provider=hydra, path=pkg://hydra.conf
+      provider=main, path=pkg://schnetpack.configs
+      provider=hydra-colorlog, path=pkg://hydra_plugins.hydra_colorlog.conf
+      provider=command-line, path=file:///home/huzheyu/ai_lab/gener_ai/test
+      provider=schema, path=structured://
+
+Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
+"""
+
+
+def test_hydra_s_primary_config_not_found_is_a_missing_file() -> None:
+    assert reason_and_rule(_GSCHNET_PRIMARY_CONFIG) == ("file_not_found", "hydra-primary-config-missing")
+
+
+def test_the_same_for_a_library_that_composes_its_own_config() -> None:
+    # yangchris11/samurai#44: SAMURAI's demo through SAM 2's build_sam2_video_predictor
+    text = r"""
+      Traceback (most recent call last):
+        File "/kaggle/working/samurai/scripts/demo.py", line 44, in main
+          predictor = build_sam2_video_predictor(model_cfg, args.model_path, device="cuda:0")
+        File "/opt/conda/lib/python3.10/site-packages/sam2/build_sam.py", line 71, in build_sam2_video_predictor
+          cfg = compose(config_name=config_file, overrides=hydra_overrides)
+hydra.errors.MissingConfigException: Cannot find primary config 'configs/samurai/sam2.1_hiera_b+.yaml'. Check that it's in your config search path.
+"""
+    assert reason_of(text) == "file_not_found"
+    # facebookresearch/sam2#474 (the report's title)
+    assert reason_of("hydra.errors.MissingConfigException: Primary config module 'sam2' not found.") == "file_not_found"
+
+
+def test_hydra_s_other_refusals_keep_their_reasons() -> None:
+    # a plugin's group that is not installed (4D-Humans, case 1328) and an override of a key the config lacks
+    assert (
+        reason_of("hydra.errors.MissingConfigException: In 'hydra/config': Could not find 'hydra/job_logging/colorlog'")
+        == "import_error"
+    )
+    assert reason_of("hydra.errors.ConfigCompositionException: Could not override 'lr'.") == "argument_error"
