@@ -159,3 +159,61 @@ def test_hydra_s_other_refusals_keep_their_reasons() -> None:
         == "import_error"
     )
     assert reason_of("hydra.errors.ConfigCompositionException: Could not override 'lr'.") == "argument_error"
+
+
+# ---------------------------------------------------------------- MONAI's wrapper around a transform that failed
+
+# Project-MONAI/MONAILabel#1015 (case 1548): MONAI Label's segmentation training with its ThreadDataLoader; the
+# exception the transform raised is cut in the report.
+_MONAILABEL_APPLYING_TRANSFORM = r"""
+[2022-09-25 04:36:39,812] [393] [MainThread] [INFO] (monailabel.utils.async_tasks.task:36) - Train request: {'model': 'segmentation', 'name': 'train_01', 'pretrained': True, 'device': 'cuda', 'max_epochs': 50, 'early_stop_patience': -1, 'val_split': 0.2, 'train_batch_size': 1, 'val_batch_size': 1, 'multi_gpu': True, 'gpus': 'all', 'dataset': 'SmartCacheDataset', 'dataloader': 'ThreadDataLoader', 'client_id': 'user-xyz'}
+  File "/home/amitjc/anaconda3/envs/monailabel-env/lib/python3.9/site-packages/monai/transforms/transform.py", line 118, in apply_transform
+    raise RuntimeError(f"applying transform {transform}") from e
+RuntimeError: applying transform <monai.transforms.spatial.dictionary.RandFlipd object at 0x7feea7583760>
+Exception in thread Thread-9:
+Traceback (most recent call last):
+  File "/home/amitjc/anaconda3/envs/monailabel-env/lib/python3.9/site-packages/monai/transforms/transform.py", line 90, in apply_transform
+    return [_apply_transform(transform, item, unpack_items) for item in data]
+  File "/home/amitjc/anaconda3/envs/monailabel-env/lib/python3.9/site-packages/monai/transforms/intensity/dictionary.py", line 421, in __call__
+    d[key] = self.shifter(d[key], factor=factor, randomize=False)
+"""
+
+
+def test_monai_s_transform_wrapper_is_the_data_pipeline_s() -> None:
+    assert reason_and_rule(_MONAILABEL_APPLYING_TRANSFORM) == ("dataloader_error", "monai-transform-failed")
+
+
+def test_ignite_s_account_of_the_same_wrapper() -> None:
+    # Project-MONAI/MONAILabel#718: DeepEdit training on the spleen dataset from 3D Slicer
+    line = "[2022-04-01 12:53:20,154] [20720] [MainThread] [ERROR] (ignite.engine.engine.SupervisedTrainer:853) - Current run is terminating due to exception: applying transform <monai.transforms.compose.Compose object at 0x00000289860C3670>"
+    assert reason_and_rule(line) == ("dataloader_error", "monai-transform-failed")
+
+
+_WRAPPED = r"""
+Traceback (most recent call last):
+  File "/opt/conda/lib/python3.10/site-packages/monai/transforms/transform.py", line 141, in apply_transform
+    return _apply_transform(transform, data, unpack_items, lazy, overrides, log_stats)
+  File "/opt/conda/lib/python3.10/site-packages/monai/transforms/io/array.py", line 275, in __call__
+    img = reader.read(filename)
+INNER
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "/opt/conda/lib/python3.10/site-packages/monai/transforms/transform.py", line 171, in apply_transform
+    raise RuntimeError(f"applying transform {transform}") from e
+RuntimeError: applying transform <monai.transforms.io.dictionary.LoadImaged object at 0x7f3b2c1d5e10>
+"""
+
+
+def test_what_the_wrapper_wraps_decides_when_it_names_its_cause() -> None:
+    # composed: the chained traceback MONAI prints, with the wrapped exception kept
+    missing = "FileNotFoundError: [Errno 2] No such file or directory: '/data/imagesTr/liver_17.nii.gz'"
+    assert reason_of(_WRAPPED.replace("INNER", missing)) == "file_not_found"
+    oom = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.53 GiB (GPU 0; 7.79 GiB total capacity; 5.80 GiB already allocated; 812.00 MiB free; 6.12 GiB reserved in total by PyTorch)"
+    assert reason_of(_WRAPPED.replace("INNER", oom)) == "gpu_oom"
+    assert reason_of(_WRAPPED.replace("INNER", "KeyError: 'label'")) == "dataloader_error"
+
+
+def test_other_words_for_applying_a_transform_are_not_monai_s_wrapper() -> None:
+    assert reason_of("INFO: applying transform to 1200 images") == "unknown"
