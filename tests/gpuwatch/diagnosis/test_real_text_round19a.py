@@ -217,3 +217,45 @@ def test_what_the_wrapper_wraps_decides_when_it_names_its_cause() -> None:
 
 def test_other_words_for_applying_a_transform_are_not_monai_s_wrapper() -> None:
     assert reason_of("INFO: applying transform to 1200 images") == "unknown"
+
+
+# ---------------------------------------------------------------- OpenMM without the platform or plugin the run asks for
+
+# openmm/openmm-ml#27 (case 1558): openmm-ml's test with an openmm-torch built from source against a nightly OpenMM.
+_OPENMM_ML_KERNELS = r"""
+======================================================================
+ERROR: testCreateMixedSystem (__main__.TestMLPotential)
+----------------------------------------------------------------------
+Traceback (most recent call last):
+  File "/home/mwieder/openmm-ml/test/TestMLPotential.py", line 19, in testCreateMixedSystem
+    mixedContext = mm.Context(mixedSystem, mm.VerletIntegrator(0.001), platform)
+  File "/data/shared/software/python_env/anaconda3/envs/rew/lib/python3.9/site-packages/openmm/openmm.py", line 16230, in __init__
+    _openmm.Context_swiginit(self, _openmm.new_Context(*args))
+openmm.OpenMMException: Specified a Platform for a Context which does not support all required kernels
+"""
+
+
+def test_a_platform_without_the_plugin_s_kernels_is_an_installation_problem() -> None:
+    assert reason_and_rule(_OPENMM_ML_KERNELS) == ("import_error", "openmm-platform-missing")
+
+
+def test_a_platform_that_is_not_registered_is_the_same_class() -> None:
+    # openmm/openmm#4370: the CUDA plugin that did not load (libcuda.so.1 not found)
+    text = r"""
+Traceback (most recent call last):
+  File "/home/compu/pythonProject/PTA/swm4_droplet.py", line 18, in <module>
+    platform = Platform.getPlatformByName('CUDA')
+  File "/home/compu/anaconda3/envs/pythonProjects/lib/python3.10/site-packages/openmm/openmm.py", line 18453, in getPlatformByName
+    return _openmm.Platform_getPlatformByName(name)
+openmm.OpenMMException: There is no registered Platform called "CUDA"
+"""
+    assert reason_and_rule(text) == ("import_error", "openmm-platform-missing")
+
+
+def test_openmm_s_other_exceptions_are_not_this_class() -> None:
+    text = r"""
+  File "/home/user/miniconda3/envs/omm/lib/python3.11/site-packages/openmm/openmm.py", line 3620, in step
+    return _openmm.LangevinMiddleIntegrator_step(self, steps)
+openmm.OpenMMException: Particle coordinate is NaN.  For more information, see https://github.com/openmm/openmm/wiki/Frequently-Asked-Questions#nan
+"""
+    assert reason_of(text) != "import_error"
