@@ -1,7 +1,10 @@
 """Classes of misses from issue 19's nineteenth round (corpus cases 1543-1570: weather and climate models,
 machine-learned interatomic potentials and molecular models, operator learning, medical imaging): bash's
-job-control report of a background job killed, after a caught error the program went on from. Error messages
-are verbatim from the public reports named in each test; hosts, paths and pids may be made up."""
+job-control report of a background job killed, after a caught error the program went on from; the CUDA driver
+API's CUDA_ERROR_* names in another library's words; Hydra that cannot find the primary config; MONAI's wrapper
+around a transform that failed; OpenMM without the platform or plugin kernels the run asks for. Error messages
+are verbatim from the public reports named in each test (the composed ones say so); hosts, paths and pids may be
+made up."""
 # ruff: noqa: E501
 
 from __future__ import annotations
