@@ -22,6 +22,8 @@ PROGRESS_WINDOW = 5000
 PROGRESS = re.compile(
     r"(?i)\b(?:step|iter(?:ation)?|epoch|it|global_step)\b\W{0,3}\[?\s*\d+.{0,120}\b(?:loss|lr|learning.rate)\b"
     r"|\d+/\d+ \[(?:\d+:)?\d+:\d+<"
+    # tqdm's bar for an iterable of unknown length: "1it [01:09, 70.00s/it]" (no total, no ETA); "0it" is no step
+    r"|(?<![\w.])[1-9]\d*it \[(?:\d+:)?\d+:\d+, "
 )
 
 
