@@ -2,7 +2,9 @@
 recipes: WeNet, Whisper fine-tuning repositories, CosyVoice, SpeechBrain, HiFi-GAN and WaveGlow, audiolm-pytorch,
 PaddleSpeech, an EnCodec trainer, a MusicGen trainer, Bert-VITS2, MockingBird, DiffSinger, Real-Time-Voice-Cloning,
 Lhotse in NeMo): PaddlePaddle's own failure signal handler ("FatalError: `Erroneous arithmetic operation` is
-detected by the operating system."), a native crash only the handler reports. Error messages are verbatim from the
+detected by the operating system."), a native crash only the handler reports; and the failed rank's own traceback
+that torchrun's ChildFailedError summary quotes from its error_file ("traceback : Traceback (most recent call
+last):"), read as a traceback, not as loose lines. Error messages are verbatim from the
 public reports named in each test; hosts, paths and pids may be made up."""
 # ruff: noqa: E501
 
@@ -45,3 +47,60 @@ def test_a_termination_signal_and_prose_are_not_a_crash() -> None:
         )
         == "gpu_oom"
     )
+
+
+# ---------------------------------------------------------------- the traceback torchrun's summary quotes
+
+# QwenAudio/CosyVoice#1774 (case 1665): CosyVoice2's example after the CosyVoice3 update; the error_file's
+# traceback, as the report pasted it (its "***" stand for the lines the reporter cut).
+_COSYVOICE_ROOT_CAUSE = r"""
+E0107 14:20:19.551000 2210 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 0 (pid: 2251) of binary: /opt/conda/envs/cosyvoice/bin/python
+Traceback (most recent call last):
+  File "/opt/conda/envs/cosyvoice/bin/torchrun", line 8, in <module>
+    sys.exit(main())
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+cosyvoice/bin/train.py FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-01-07_14:20:19
+  host      : tts-train-01
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 2251)
+  error_file: /tmp/torchelastic_x1k2/none_a8/attempt_0/0/error.json
+  traceback : Traceback (most recent call last):
+    ***
+    File "***/cosyvoice/llm/llm.py", line 341, in prepare_lm_input_target
+      this_lm_target = torch.tensor([IGNORE_ID] * (1 + instruct_token_len[i] + text_token_len[i]) + speech_token[i].tolist() + [self.eos_token])
+  TypeError: 'NoneType' object is not subscriptable
+============================================================
+"""
+
+
+def test_the_summary_s_quoted_traceback_is_the_rank_s_exception() -> None:
+    assert reason_and_rule(_COSYVOICE_ROOT_CAUSE) == ("script_error", "exception-TypeError")
+
+
+def test_the_quoted_traceback_s_last_frame_still_decides() -> None:
+    # the same TypeError raised in torch's own frame is torch's
+    inside_torch = _COSYVOICE_ROOT_CAUSE.replace(
+        'File "***/cosyvoice/llm/llm.py", line 341, in prepare_lm_input_target',
+        'File "/opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1501, in _call_impl',
+    )
+    assert reason_of(inside_torch) == "framework_error"
+
+
+def test_a_summary_without_a_quoted_traceback_says_no_more_than_before() -> None:
+    # no error_file: the summary points at the docs and knows only the exit code
+    bare = _COSYVOICE_ROOT_CAUSE.split("  error_file:")[0] + (
+        "  error_file: <N/A>\n  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+        "============================================================\n"
+    )
+    assert reason_of(bare) == "unknown"
+    # a signal the summary quotes instead of a traceback stays the launcher's segfault
+    signal = bare.replace(
+        "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+        "Signal 11 (SIGSEGV) received by PID 2251",
+    ).replace("exitcode  : 1", "exitcode  : -11")
+    assert reason_of(signal) == "framework_error"
