@@ -4,7 +4,8 @@ PaddleSpeech, an EnCodec trainer, a MusicGen trainer, Bert-VITS2, MockingBird, D
 Lhotse in NeMo): PaddlePaddle's own failure signal handler ("FatalError: `Erroneous arithmetic operation` is
 detected by the operating system."), a native crash only the handler reports; and the failed rank's own traceback
 that torchrun's ChildFailedError summary quotes from its error_file ("traceback : Traceback (most recent call
-last):"), read as a traceback, not as loose lines. Error messages are verbatim from the
+last):"), read as a traceback, not as loose lines; and the interpreter's IndexError sentence quoted without the
+exception's name ("list index out of range"), as its TypeError sentences already were. Error messages are verbatim from the
 public reports named in each test; hosts, paths and pids may be made up."""
 # ruff: noqa: E501
 
@@ -104,3 +105,43 @@ def test_a_summary_without_a_quoted_traceback_says_no_more_than_before() -> None
         "Signal 11 (SIGSEGV) received by PID 2251",
     ).replace("exitcode  : 1", "exitcode  : -11")
     assert reason_of(signal) == "framework_error"
+
+
+# ---------------------------------------------------------------- the interpreter's IndexError sentence, unnamed
+
+# voice-cloning-app/Voice-Cloning-App#24 (case 1684): the app's trainer reports only the exception's message.
+_VOICE_CLONING_APP = r"""
+Loading model...
+Loaded pretrained model
+Loading data...
+Loaded 1 training samples and 0 validation samples
+Starting training...
+list index out of range
+"""
+
+
+def test_an_unnamed_index_error_sentence_is_the_caller_s() -> None:
+    assert reason_and_rule(_VOICE_CLONING_APP) == ("script_error", "python-value-message-unnamed")
+    assert reason_of("ERROR:root:tuple index out of range") == "script_error"
+
+
+def test_torch_s_index_errors_are_not_the_interpreter_s_sentence() -> None:
+    # torch's embedding lookup names no Python sequence: not this rule's
+    assert reason_of("index out of range in self") == "unknown"
+    # a named IndexError is left to its traceback's last frame, here torch's DataLoader
+    assert (
+        reason_of(
+            "Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3.10/site-packages/torch/utils/data/_utils/fetch.py", line 52, in <listcomp>\n'
+            "    data = [self.dataset[idx] for idx in possibly_batched_index]\n"
+            "IndexError: list index out of range"
+        )
+        == "framework_error"
+    )
+    # a CUDA kernel's bounds assertion stays the device-side assert's
+    assert (
+        reason_of(
+            '../aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [56,0,0], thread: [64,0,0] Assertion `index >= -sizes[i] && index < sizes[i] && "index out of bounds"` failed.'
+        )
+        == "framework_error"
+    )
