@@ -447,7 +447,14 @@ class _Scanner:
                 inner, _ = normalize(line)
                 if not self._root_cause_line(inner):
                     break
-                self._line(j, line, inner, self.root_rank)  # its inline traceback, if any
+                if header := _TRACEBACK.search(inner):
+                    # The failed rank's own traceback, which @record wrote to its error_file and the
+                    # summary quotes ("  traceback : Traceback (most recent call last):"): read as the
+                    # rank's traceback would be, its final exception judged by its type and last frame
+                    # (CosyVoice2's "TypeError: 'NoneType' object is not subscriptable", case 1665).
+                    j = self._traceback(j, j + 1, prefix=inner[: header.start()])
+                    continue
+                self._line(j, line, inner, self.root_rank)  # its inline report, if any
                 j += 1
             return j + 1
         header = _TRACEBACK.search(text)
