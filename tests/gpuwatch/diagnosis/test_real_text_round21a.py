@@ -1,0 +1,43 @@
+"""Classes of misses from issue 19's twenty-first round (corpus cases 1620-1640: the cluster layers that training
+jobs fail through: SkyPilot, Azure ML, AWS ParallelCluster, Metaflow on AWS Batch, Kueue, Slurm on EKS (Slinky),
+Polyaxon, Slurm sites' own users (Perlmutter, university clusters), Cloud TPU): SkyPilot's task prefixes on the
+lines of a run, Slurm's clients refusing a request, Slurm's clients losing their controller, and the NVIDIA fabric
+manager service failing to start. Error messages are verbatim from the public reports named in each test; hosts,
+paths and pids may be made up."""
+# ruff: noqa: E501
+
+from __future__ import annotations
+
+from gpuwatch.diagnosis.normalize import normalize
+from tests.gpuwatch.diagnosis.real_text import reason_and_rule, reason_of
+
+# ---------------------------------------------------------------- SkyPilot's task prefixes
+
+# skypilot-org/skypilot#5520 (case 1621): the GPT-2 (llm.c) example's run step cannot find the interpreter.
+_SKYPILOT_PYTHON_NOT_FOUND = r"""
+(setup pid=4439) /usr/local/cuda/bin/nvcc --threads=0 -t=0 --use_fast_math -std=c++17 -O3 -DENABLE_CUDNN -DMULTI_GPU -DUSE_MPI -DENABLE_BF16 train_gpt2.cu build/cudnn_att.o -lcublas -lcublasLt -lnvidia-ml -lcudnn -L/usr/lib/x86_64-linux-gnu/openmpi/lib/ -I/root/cudnn-frontend/include -I/usr/lib/x86_64-linux-gnu/openmpi/include/ -lnccl -lmpi -o train_gpt2cu
+(train, pid=4439) bash: python: command not found
+(train, pid=4439) +-----------------------+----------------------------------------------------+
+(train, pid=4439) | Parameter             | Value                                              |
+"""
+
+
+def test_skypilot_s_task_prefix_is_stripped_so_the_shell_s_words_read() -> None:
+    assert reason_and_rule(_SKYPILOT_PYTHON_NOT_FOUND) == ("file_not_found", "missing-path-outside-python")
+
+
+def test_skypilot_s_multi_node_prefix_is_stripped_without_taking_its_node_rank() -> None:
+    # skypilot-org/skypilot#2355: torchrun's summary on the second node of a SkyPilot task; "rank=1" is the
+    # node's rank, the failed process is global rank 5
+    text, rank = normalize("(worker1, rank=1, pid=22249, ip=10.31.0.9)   rank      : 5 (local_rank: 1)")
+    assert (text, rank) == ("rank      : 5 (local_rank: 1)", None)
+    assert normalize("(train, pid=4439) bash: python: command not found") == ("bash: python: command not found", None)
+
+
+def test_ray_and_vllm_prefixes_are_unchanged() -> None:
+    # vLLM's worker prefix still carries its rank; Ray's still reads as no rank
+    assert normalize("(VllmWorker rank=3 pid=226) worker died") == ("worker died", 3)
+    assert normalize("(RayTrainWorker pid=41233, ip=10.4.3.95) hello") == ("hello", None)
+    # a parenthesised remark that is not a process's name stays
+    assert normalize("(train, epoch=3) loss=0.41")[0] == "(train, epoch=3) loss=0.41"
+    assert reason_of("(train, pid=4439) all done, exiting") == "unknown"
