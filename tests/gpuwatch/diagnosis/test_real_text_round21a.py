@@ -41,3 +41,49 @@ def test_ray_and_vllm_prefixes_are_unchanged() -> None:
     # a parenthesised remark that is not a process's name stays
     assert normalize("(train, epoch=3) loss=0.41")[0] == "(train, epoch=3) loss=0.41"
     assert reason_of("(train, pid=4439) all done, exiting") == "unknown"
+
+
+# ---------------------------------------------------------------- Slurm's clients refusing a request
+
+# swaruplab/operon#8 (case 1635): a site's job_submit plugin refuses a GPU job without its account.
+_SBATCH_JOB_SUBMIT_REFUSED = r"""
+(base) [lesolano@login-i17 Cobos]$ sbatch /dfs7/swaruplab/lesolano/Cobos/ParseReseq/Analysis/scripts/train_mrvi_FAST.sh
+sbatch: error: !!! slurm_job_submit ERROR: 302732 submitted a job to a gpu32 partition, without specifying a GPU32 Account.
+sbatch: error: Batch job submission failed: Unspecified error
+"""
+
+# ComputationalRadiationPhysics/picongpu#4215 (case 1632): Crusher's profile sets two exclusive options.
+_SRUN_MUTUALLY_EXCLUSIVE = r"""
+Running program...
+srun: fatal: SLURM_GPUS_PER_TASK is mutually exclusive with --ntasks-per-gpu and SLURM_NTASKS_PER_GPU
+"""
+
+
+def test_sbatch_s_refusal_for_any_reason_of_the_request_is_the_request_s() -> None:
+    assert reason_and_rule(_SBATCH_JOB_SUBMIT_REFUSED) == ("argument_error", "slurm-request-invalid")
+
+
+def test_a_slurm_client_refusing_exclusive_options_is_the_command_line_s() -> None:
+    assert reason_and_rule(_SRUN_MUTUALLY_EXCLUSIVE) == ("argument_error", "slurm-request-invalid")
+    # mehta-lab/recOrder#482, a comment: the memory options srun inherited from the allocation
+    assert (
+        reason_of("srun: fatal: SLURM_MEM_PER_CPU, SLURM_MEM_PER_GPU, and SLURM_MEM_PER_NODE are mutually exclusive.")
+        == "argument_error"
+    )
+
+
+def test_a_submission_that_failed_on_the_way_to_the_controller_is_not_the_request_s() -> None:
+    assert (
+        reason_of("sbatch: error: Batch job submission failed: Socket timed out on send/recv operation")
+        != "argument_error"
+    )
+    assert reason_of("sbatch: error: Batch job submission failed: Access/permission denied") != "argument_error"
+    # Slurm retrying by itself is not a refusal
+    assert (
+        reason_of(
+            "sbatch: error: Batch job submission failed: Slurm temporarily unable to accept job, sleeping and retrying"
+        )
+        != "argument_error"
+    )
+    # "mutually exclusive" in the run's own exception is not Slurm's
+    assert reason_of("ValueError: --fp16 and --bf16 are mutually exclusive") == "script_error"
