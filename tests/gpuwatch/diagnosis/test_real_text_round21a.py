@@ -87,3 +87,44 @@ def test_a_submission_that_failed_on_the_way_to_the_controller_is_not_the_reques
     )
     # "mutually exclusive" in the run's own exception is not Slurm's
     assert reason_of("ValueError: --fp16 and --bf16 are mutually exclusive") == "script_error"
+
+
+# ---------------------------------------------------------------- Slurm's clients losing their controller
+
+# gafusion/gacode#449 (case 1633): CGYRO on Perlmutter after a Slurm update at maintenance.
+_SRUN_ZERO_BYTES = r"""
+srun: error: Unable to create step for job 28841007: Zero Bytes were transmitted or received
+"""
+
+# nico-bohlinger/one_policy_to_run_them_all#5 (case 1630): a configless client that finds no controller.
+_SBATCH_NO_CONFIG_SOURCE = r"""
+$ sbatch experiment.sh
+sbatch: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host
+sbatch: error: fetch_config: DNS SRV lookup failed
+sbatch: error: _establish_config_source: failed to fetch config
+sbatch: fatal: Could not establish a configuration source
+"""
+
+
+def test_an_rpc_to_slurm_that_came_back_empty_is_the_connection() -> None:
+    assert reason_and_rule(_SRUN_ZERO_BYTES) == ("network_error", "slurm-controller-unreachable")
+    assert (
+        reason_of("sbatch: error: Batch job submission failed: Socket timed out on send/recv operation")
+        == "network_error"
+    )
+    assert reason_of("squeue: error: Unable to contact slurm controller (connect failure)") == "network_error"
+
+
+def test_a_configless_client_without_a_controller_is_the_connection() -> None:
+    assert reason_and_rule(_SBATCH_NO_CONFIG_SOURCE) == ("network_error", "slurm-controller-unreachable")
+
+
+def test_a_task_launch_that_fails_on_a_named_node_stays_the_node_s() -> None:
+    assert (
+        reason_of(
+            "srun: error: Task launch for StepId=1234.0 failed on node gpu-a07: Socket timed out on send/recv operation"
+        )
+        == "node_failure"
+    )
+    # the run's own socket timeout is not Slurm's
+    assert reason_of("Training on node 3: Zero Bytes were transmitted or received, retrying") == "unknown"
