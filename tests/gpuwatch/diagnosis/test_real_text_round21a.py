@@ -128,3 +128,38 @@ def test_a_task_launch_that_fails_on_a_named_node_stays_the_node_s() -> None:
     )
     # the run's own socket timeout is not Slurm's
     assert reason_of("Training on node 3: Zero Bytes were transmitted or received, retrying") == "unknown"
+
+
+# ---------------------------------------------------------------- the fabric manager failing to start
+
+# aws/aws-parallelcluster#6571 (case 1623): p4 nodes on Amazon Linux 2023 fail to bootstrap.
+_PCLUSTER_FABRIC_MANAGER_TIMEOUT = r"""
+================================================================================
+Error executing action `configure` on resource 'fabric_manager[Configure fabric manager]'
+================================================================================
+
+Mixlib::ShellOut::CommandTimeout
+--------------------------------
+service[nvidia-fabricmanager] (aws-parallelcluster-platform::nvidia_config line 35) had an error: Mixlib::ShellOut::CommandTimeout: Command timed out after 900s:
+Command exceeded allowed execution time, process terminated
+"""
+
+
+def test_the_fabric_manager_service_that_never_starts_is_the_nvlink_fabric() -> None:
+    assert reason_and_rule(_PCLUSTER_FABRIC_MANAGER_TIMEOUT) == ("nvlink_error", "nvlink-fatal")
+    # systemd's words for the same (the unit's description is "NVIDIA fabric manager service")
+    assert reason_of("systemd[1]: Failed to start NVIDIA fabric manager service.") == "nvlink_error"
+    assert (
+        reason_of("systemd[1]: nvidia-fabricmanager.service: start operation timed out. Terminating.") == "nvlink_error"
+    )
+
+
+def test_the_fabric_manager_starting_or_configured_is_not_a_failure() -> None:
+    assert reason_of("systemd[1]: Started NVIDIA fabric manager service.") == "unknown"
+    assert reason_of("* service[nvidia-fabricmanager] action start (up to date)") == "unknown"
+    assert (
+        reason_of(
+            "Recipe: aws-parallelcluster-platform::nvidia_config\n  * fabric_manager[Configure fabric manager] action configure"
+        )
+        == "unknown"
+    )
