@@ -56,8 +56,10 @@ _PREFIXES = (
     re.compile(r"^\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s+\[?[\w.-]+\.py:\d+\]\s*"),
     _TQDM_BAR,
     # Ray and vLLM name the process that wrote a line: "(RayTrainWorker pid=41233, ip=10.4.3.95) ",
-    # "(EngineCore pid=169) " (vLLM's "(VllmWorker rank=3 pid=226)" carries a rank: below)
-    re.compile(r"^\((?:[A-Za-z_][\w.]*\s)?pid=\d+(?:, ip=[\d.]+)?\)\s*"),
+    # "(EngineCore pid=169) " (vLLM's "(VllmWorker rank=3 pid=226)" carries a rank: below). SkyPilot, on
+    # Ray, names its task with a comma and, on a multi-node task, the node's rank (not a process's global
+    # rank, so it is not kept): "(train, pid=4439) ", "(worker1, rank=1, pid=22249, ip=10.31.0.9) " (round 21)
+    re.compile(r"^\((?:[A-Za-z_][\w.-]*(?:, rank=\d+)?,?\s)?pid=\d+(?:, ip=[\d.]+)?\)\s*"),
 )
 # Launcher prefixes that carry the rank: torch's [rank3]:, torchrun's [default3]:, mpirun's [1,3]<stderr>:,
 # srun -l's "3: ".
