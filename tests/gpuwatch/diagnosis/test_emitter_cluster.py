@@ -158,6 +158,36 @@ CATALOGUE: list[tuple[str, str, str]] = [
         "JobId=4242 JobName=train\n   JobState=NODE_FAIL Reason=NodeDown Dependency=(null)",
         "node_failure",
     ),
+    (
+        "slurmctld mail subject TIMEOUT",
+        "Subject: Slurm Job_id=4242 Name=train Failed, Run time 2-00:00:14, TIMEOUT",
+        "preempted",
+    ),
+    (
+        "slurmctld mail subject OUT_OF_MEMORY",
+        "Subject: Slurm Job_id=4242 Name=train Failed, Run time 00:41:07, OUT_OF_MEMORY, ExitCode 0",
+        "host_oom",
+    ),
+    (
+        "slurmctld mail subject NODE_FAIL",
+        "Subject: Slurm Job_id=4242 Name=train Failed, Run time 03:12:40, NODE_FAIL",
+        "node_failure",
+    ),
+    (
+        "srun task Segmentation fault",
+        _after_training("srun: error: gpu-n17: task 3: Segmentation fault (core dumped)"),
+        "framework_error",
+    ),
+    (
+        "srun task Terminated",
+        _after_training("srun: error: gpu-n17: tasks 0-7: Terminated"),
+        "preempted",
+    ),
+    (
+        "kubectl describe Exit Code 143",
+        "    Last State:     Terminated\n      Reason:       Error\n      Exit Code:    143\n      Started:      Wed, 01 May 2024 09:00:00 +0000\n      Finished:     Wed, 01 May 2024 10:00:01 +0000",
+        "preempted",
+    ),
     # covered before this catalogue (preempted, node-failure, kernel-oom-killer, memory-monitor-kill)
     (
         "slurmstepd DUE TO TIME LIMIT",
@@ -223,6 +253,16 @@ CATALOGUE: list[tuple[str, str, str]] = [
         "Status:       Terminating (lasts 3m)\nReason:       NodeLost\nMessage:      Node gpu-n7 which was running pod trainer-worker-3 is unresponsive",
         "node_failure",
     ),
+    (
+        "kubelet eviction for a container's ephemeral storage limit",
+        "Status:       Failed\nReason:       Evicted\nMessage:      Pod ephemeral local storage usage exceeds the total limit of containers 100Gi. ",
+        "storage_error",
+    ),
+    (
+        "kubelet eviction for an emptyDir's size limit",
+        '  Warning  Evicted  2m  kubelet  Usage of EmptyDir volume "dshm" exceeds the limit "16Gi". ',
+        "storage_error",
+    ),
     # covered before this catalogue (memory-monitor-kill, preempted, node-failure)
     (
         "kubelet eviction for node memory",
@@ -253,6 +293,11 @@ CATALOGUE: list[tuple[str, str, str]] = [
     (
         "ObjectLostError",
         "ray.exceptions.ObjectLostError: Failed to retrieve object 00ffffffffffffffffffffffffffffffffffffff0100000001000000. To see information about where this ObjectRef was created in Python, set the environment variable RAY_record_ref_creation_sites=1 during `ray start` and `ray.init()`.\n\nAll copies of 00ffffffffffffffffffffffffffffffffffffff0100000001000000 have been lost due to node failure. Check cluster logs (`/tmp/ray/session_latest/logs`) for more information about the failure.",
+        "node_failure",
+    ),
+    (
+        "NodeDiedError by its class",
+        'Traceback (most recent call last):\n  File "train.py", line 88, in <module>\n    results = ray.get(refs)\nray.exceptions.NodeDiedError: (the message, which varies with Ray\'s version)',
         "node_failure",
     ),
     # covered before this catalogue (memory-monitor-kill, node-failure, ray-node-died)
@@ -335,6 +380,16 @@ CATALOGUE: list[tuple[str, str, str]] = [
         ),
         "node_failure",
     ),
+    (
+        "PRRTE rmaps alloc-error",
+        "$ mpirun -np 16 python train.py\n--------------------------------------------------------------------------\nThere are not enough slots available in the system to satisfy the 16\nslots that were requested by the application:\n\n  python\n\nEither request fewer procs for your application, or make more slots\navailable for use.",
+        "argument_error",
+    ),
+    (
+        "PRRTE prun:exe-not-found",
+        "--------------------------------------------------------------------------\nmpirun was unable to find the specified executable file, and therefore did\nnot launch the job.  This error was first reported for process rank\n0; it may have occurred for other processes as well.\n\n   Node:       gpu-n01\n   Executable: tain.py",
+        "file_not_found",
+    ),
     # covered before this catalogue (mpi-signal-handler)
     (
         "ORTE proc-aborted-strsignal SIGSEGV, one line",
@@ -377,6 +432,8 @@ def test_catalogue_entry_gets_its_reason(entry: str, excerpt: str, expected: str
             "emitter-cluster-k8s-node-unresponsive",
         ),
         ("Worker exit type: NODE_OUT_OF_MEMORY Worker exit detail: killed", "emitter-cluster-ray-worker-oom"),
+        ("ray.exceptions.NodeDiedError: (the message, which varies)", "emitter-cluster-ray-node-died-error"),
+        ('Usage of EmptyDir volume "dshm" exceeds the limit "16Gi". ', "emitter-cluster-k8s-ephemeral-storage"),
         ("=   KILLED BY SIGNAL: 9 (Killed)", "emitter-cluster-mpi-rank-killed"),
         ("=   KILLED BY SIGNAL: 11 (Segmentation fault)", "emitter-cluster-mpi-rank-crashed"),
         ("=   EXIT CODE: 15", "emitter-cluster-mpi-rank-terminated"),
@@ -415,6 +472,9 @@ def test_advice_that_names_oomkilled_is_not_a_kill() -> None:
 def test_a_pending_job_s_time_limit_reason_and_a_completed_row_are_not_an_end() -> None:
     assert reason_of("   JobState=PENDING Reason=PartitionTimeLimit Dependency=(null)") == "unknown"
     assert reason_of("4242         train        gpu     acct-ml         64  COMPLETED      0:0") == "unknown"
+    assert (
+        reason_of("Subject: Slurm Job_id=4242 Name=train Ended, Run time 10:00:00, COMPLETED, ExitCode 0") == "unknown"
+    )
     # a training log's own word "timeout" next to numbers is not sacct's state column
     assert reason_of("NCCL_TIMEOUT set to 1800 s; step 100 loss 2.1") == "unknown"
 
@@ -422,6 +482,14 @@ def test_a_pending_job_s_time_limit_reason_and_a_completed_row_are_not_an_end() 
 def test_an_intended_ray_worker_exit_is_no_reason() -> None:
     text = "The actor is dead because its worker process has died. Worker exit type: INTENDED_USER_EXIT Worker exit detail: Worker exits by an user request. exit_actor() is called."
     assert reason_of(text) == "unknown"
+
+
+def test_a_sigterm_after_a_crash_is_the_crash() -> None:
+    # the launcher's SIGTERM to the survivors is a consequence: the rank's own segfault, reported first, says more
+    text = _after_training(
+        "srun: error: gpu-n17: task 3: Segmentation fault (core dumped)\nsrun: error: gpu-n17: tasks 0-2,4-7: Terminated"
+    )
+    assert reason_of(text) == "framework_error"
 
 
 def test_a_rank_killed_after_the_scheduler_preempted_the_job_is_the_preemption() -> None:
