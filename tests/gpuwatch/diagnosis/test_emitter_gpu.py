@@ -6,7 +6,8 @@ The entries come from the emitters' own sources, not from cases: ROCm/HIP includ
 src/nccl.h.in (ncclResult_t) and src/init.cc (ncclGetErrorString); a copy of driver_types.h's cudaError enum
 (machineko/SwiftCU Sources/SwiftCU/CUDATypes/CUError.swift) and a cuGetErrorName / cuGetErrorString stub
 (cuda/wasi_sdk/cuda_driver_stub.c); JuliaGPU/CUDA.jl lib/{cudnn,cublas,cufft,curand,cusolver,cusparse}/src
-(the libraries' status enums, cuDNN 9's sub-codes included). Each entry's message is rendered in the form an
+(the libraries' status enums, cuDNN 9's sub-codes included); ROCm/HIPIFY docs/tables (the HIP libraries'
+status beside each CUDA library status). Each entry's message is rendered in the form an
 emitter prints it (torch's "CUDA error: X", onnxruntime's "CUDA failure N: X ; GPU=0 ; ...", NCCL's "Cuda
 failure N 'X'", glog/Caffe's "Check failed: error == cudaSuccess (N vs. 0)  X", HIP's "HIP error: X", the bare
 names) inside a short excerpt of a training log; hosts, paths and pids are made up. Entries the taxonomy does
@@ -588,6 +589,62 @@ CATALOGUE: list[tuple[str, str, str]] = [
         _native("curandCreateGenerator failed: CURAND_STATUS_ARCH_MISMATCH"),
         "import_error",
     ),
+    # ---- the HIP libraries (ROCm/HIPIFY's tables: each beside its CUDA counterpart)
+    (
+        "HIPBLAS_STATUS_ALLOC_FAILED (torch on ROCm)",
+        _torch("RuntimeError: CUDA error: HIPBLAS_STATUS_ALLOC_FAILED when calling `hipblasCreate(handle)`"),
+        "gpu_oom",
+    ),
+    (
+        "HIPBLAS_STATUS_INTERNAL_ERROR",
+        _torch(
+            "RuntimeError: CUDA error: HIPBLAS_STATUS_INTERNAL_ERROR when calling `hipblasGemmEx( handle, opa, opb, m, n, k, &falpha, a, HIP_R_16BF, lda, b, HIP_R_16BF, ldb, &fbeta, c, HIP_R_16BF, ldc, HIP_R_32F, HIPBLAS_GEMM_DEFAULT)`"
+        ),
+        "cuda_error",
+    ),
+    (
+        "HIPBLAS_STATUS_ARCH_MISMATCH",
+        _native("hipBLAS error: HIPBLAS_STATUS_ARCH_MISMATCH at /src/gemm.cpp:41"),
+        "import_error",
+    ),
+    (
+        "HIPSOLVER_STATUS_ALLOC_FAILED",
+        _torch(
+            "RuntimeError: hipsolver error: HIPSOLVER_STATUS_ALLOC_FAILED, when calling `hipsolverDnCreate(handle)`"
+        ),
+        "gpu_oom",
+    ),
+    (
+        "HIPSOLVER_STATUS_EXECUTION_FAILED",
+        _torch(
+            "RuntimeError: hipsolver error: HIPSOLVER_STATUS_EXECUTION_FAILED, when calling `hipsolverDnSgeqrf(handle, m, n, A, lda, tau, work, lwork, info)`"
+        ),
+        "cuda_error",
+    ),
+    (
+        "HIPSPARSE_STATUS_MAPPING_ERROR",
+        _native("hipSPARSE error: HIPSPARSE_STATUS_MAPPING_ERROR at /src/spmm.cpp:88"),
+        "cuda_error",
+    ),
+    (
+        "HIPRAND_STATUS_ALLOCATION_FAILED",
+        _native("hiprandCreateGenerator failed: HIPRAND_STATUS_ALLOCATION_FAILED"),
+        "gpu_oom",
+    ),
+    (
+        "HIPRAND_STATUS_LAUNCH_FAILURE",
+        _native("hiprandGenerateNormal failed: HIPRAND_STATUS_LAUNCH_FAILURE"),
+        "cuda_error",
+    ),
+    (
+        "HIPRAND_STATUS_VERSION_MISMATCH",
+        _native("hiprandCreateGenerator failed: HIPRAND_STATUS_VERSION_MISMATCH"),
+        "import_error",
+    ),
+    ("HIPFFT_ALLOC_FAILED", _torch("RuntimeError: hipFFT error: HIPFFT_ALLOC_FAILED"), "gpu_oom"),
+    ("HIPFFT_EXEC_FAILED", _torch("RuntimeError: hipFFT error: HIPFFT_EXEC_FAILED"), "cuda_error"),
+    ("miopenStatusAllocFailed", _torch("RuntimeError: miopenStatusAllocFailed"), "gpu_oom"),
+    ("miopenStatusVersionMismatch", _torch("RuntimeError: miopenStatusVersionMismatch"), "import_error"),
     # ---- NCCL, ncclResult_t and ncclGetErrorString
     (
         "ncclUnhandledCudaError 1",
