@@ -38,6 +38,9 @@ INTERPRETER = {
     "unexpected keyword": "Trainer.__init__() got an unexpected keyword argument 'tokenizer'",
     "multiple values": "forward() got multiple values for argument 'attention_mask'",
     "lambda": "<lambda>() takes 1 positional argument but 2 were given",
+    "takes no arguments": "Net() takes no arguments",
+    "builtin one argument": "len() takes exactly one argument (2 given)",
+    "object init": "Block.__init__() takes exactly one argument (the instance to initialize)",
     "name not defined": "name 'val_loader' is not defined",
     "unbound local 3.11": "cannot access local variable 'loss' where it is not associated with a value",
     "unbound local 3.10": "local variable 'best_acc' referenced before assignment",
@@ -70,6 +73,12 @@ INTERPRETER = {
     "list remove": "list.remove(x): x not in list",
     "list index": "'<pad>' is not in list",
     "string indices 3.11": "string indices must be integers, not 'str'",
+    "format arguments": "not all arguments converted during string formatting",
+    "format too few": "not enough arguments for format string",
+    "path None": "expected str, bytes or os.PathLike object, not NoneType",
+    "join item": "sequence item 0: expected str instance, int found",
+    "slice index": "slice indices must be integers or None or have an __index__ method",
+    "json": "Object of type Tensor is not JSON serializable",
 }
 
 # How a message without its name reaches a log: a logger's line, a handler's print, a bare line.
@@ -114,6 +123,11 @@ NATIVE = {
     ),
     "rust panic before 1.73": (
         "thread '<unnamed>' panicked at 'called `Option::unwrap()` on a `None` value', src/lib.rs:12:5",
+        "framework_error",
+    ),
+    "faulthandler windows": (
+        "Windows fatal exception: access violation\n\nCurrent thread 0x00002a7c (most recent call first):\n"
+        '  File "C:\\envs\\sd\\lib\\site-packages\\torch\\nn\\modules\\conv.py", line 456 in _conv_forward',
         "framework_error",
     ),
     "LLVM fatal": ("LLVM ERROR: Failed to compute parent layout for slice layout.", "framework_error"),
@@ -234,6 +248,9 @@ _SCRIPT_FRAME = "/home/user/project/model.py"
         "RuntimeError: dictionary changed size during iteration",
         "ValueError: invalid literal for int() with base 10: 'auto'",
         "UnboundLocalError: cannot access local variable 'grads' where it is not associated with a value",
+        # the message inside a named exception's own message: still the frames' to decide
+        "RuntimeError: step 12 failed: 'NoneType' object has no attribute 'numel'",
+        "RuntimeError: metric failed: float division by zero",
     ],
 )
 def test_a_named_exception_is_left_to_the_traceback_frames(line: str) -> None:
@@ -243,6 +260,12 @@ def test_a_named_exception_is_left_to_the_traceback_frames(line: str) -> None:
     assert in_framework[0] == "framework_error"
     assert in_script[0] == "script_error"
     assert not any((rule or "").startswith("emitter-native-") for _, rule in (in_framework, in_script))
+
+
+def test_a_wrapped_exception_keeps_the_engines_answer() -> None:
+    """Ray's wrapper names the type it carries: the engine's answer without this section (nothing), not it."""
+    line = "ray.exceptions.RayTaskError(ZeroDivisionError): ray::Worker.run() (pid=4242) float division by zero"
+    assert reason_and_rule(_traceback(_FRAMEWORK_FRAME, line)) == ("unknown", None)
 
 
 def test_a_named_call_mismatch_keeps_call_signature() -> None:
@@ -301,6 +324,9 @@ def test_a_message_the_run_survived_is_not_the_cause_of_a_later_failure(line: st
         "thread 'main' finished in 12.3s",
         # a module attribute: the version of a library, not settled by the taxonomy
         "module 'numpy' has no attribute 'float'",
+        # faulthandler's Windows codes the section leaves out
+        "Windows fatal exception: code 0xc0000139",
+        "Windows fatal exception: page error",
     ],
 )
 def test_benign_or_left_out_lines_are_not_read_by_the_section(line: str) -> None:
