@@ -25,6 +25,20 @@ try:  # optional: x86-64 wheels bundle the library; without it RE2 scans alone
 except ImportError:  # pragma: no cover - depends on the platform
     hyperscan = None
 
+PREFILTER_MAX_MEM = 64 << 20
+"""RE2's memory for the prefilter's automata (its default is 8 MB). Past the budget a search that finds a
+keyword falls back from the DFA to the NFA over the rest of the text: with the shipped keywords at 16,500
+characters of alternation, 200,000 lines took 129 s instead of 0.2 s on the RE2-only path (32 MB: 0.22 s).
+The budget is a ceiling the DFA's state cache grows into, not an allocation."""
+
+
+def compile_prefilter(pattern: str | bytes) -> re2._Regexp:
+    """The keywords' alternation (or a pattern built on it) compiled with `PREFILTER_MAX_MEM`."""
+    options = re2.Options()
+    options.max_mem = PREFILTER_MAX_MEM
+    return re2.compile(pattern, options)
+
+
 _RARE_RE2 = "[\\x0b\\x0c\\x1c-\\x1e\\x{85}\\x{2028}\\x{2029}]"
 _RARE_HS = (rb"[\x0b\x0c\x1c-\x1e]", rb"\xc2\x85", rb"\xe2\x80[\xa8\xa9]")
 _FOLDS_TO_ASCII = (rb"\xc5\xbf", rb"\xe2\x84\xaa")  # the long s folds to s, the Kelvin sign to k
@@ -100,12 +114,12 @@ def _hyperscan_expression(keyword: str) -> bytes | None:
 @lru_cache(maxsize=8)
 def _exact(alternation: str) -> re2._Regexp:
     """The prefilter as `RuleSet.candidate_lines` runs it: a bytes pattern (UTF-8, Unicode folding)."""
-    return re2.compile(alternation.encode())
+    return compile_prefilter(alternation.encode())
 
 
 @lru_cache(maxsize=8)
 def _with_breaks(alternation: str) -> re2._Regexp:
-    return re2.compile(f"{alternation}|(?-i:{_RARE_RE2})".encode())
+    return compile_prefilter(f"{alternation}|(?-i:{_RARE_RE2})".encode())
 
 
 @lru_cache(maxsize=8)

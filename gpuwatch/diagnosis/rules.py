@@ -11,9 +11,7 @@ from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
 
-import re2
-
-from gpuwatch.diagnosis.bytescan import ByteScanner
+from gpuwatch.diagnosis.bytescan import ByteScanner, compile_prefilter
 from gpuwatch.taxonomy import REASONS
 
 ROLES = ("root", "cascade", "ignore")
@@ -211,7 +209,7 @@ class RuleSet:
         alternation = "(?i)" + "|".join(re.escape(k) for k in keywords)
         self.keywords = tuple(keywords)
         self.alternation = alternation  # the prefilter's pattern, for a scan of a file's bytes (stream.py)
-        self._line_search = re2.compile(alternation).search
+        self._line_search = compile_prefilter(alternation).search
 
     @cached_property
     def byte_scanner(self) -> ByteScanner:
