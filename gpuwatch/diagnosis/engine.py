@@ -51,6 +51,10 @@ _FRAME = re.compile(
     r"|^(?P<ipython>/\S+\.py) in [\w<>]+\("
     r"|^File (?P<ipy8>[^\s,<][^,]*?\.py[xi]?):\d+, in [\w<>.]+"
     r"|^│\s*(?P<rich>~?/?[\w.~/-]+\.py):\d+"
+    # Round 23A: a frame pasted with its head cut off, the path's start and 'File "' lost with it
+    # ('python3.10/site-packages/tensorflow/python/ops/check_ops.py", line 1153, in assert_rank', TF-Agents,
+    # case 1712): the closing quote, the line and the function still say it is one.
+    r'|^\s*(?P<cut>[\w.~-]+(?:[\\/][\w.~-]+)+\.pyx?)", line \d+, in [\w<>.]+\s*$'
 )
 # Python's header, and Sacred's for the traceback it shortens ("most recent calls WITHOUT Sacred internals").
 _TRACEBACK = re.compile(r"Traceback \(most recent calls? (?:last|WITHOUT Sacred internals)\)")
@@ -89,7 +93,7 @@ _JULIA_PACKAGE = re.compile(r"[\\/]\.julia[\\/](?:packages|artifacts)[\\/]")
 
 def _frame_path(frame: re.Match[str]) -> str:
     """The path a frame names, whichever way it was written."""
-    return frame.group("path") or frame.group("ipython") or frame.group("ipy8") or frame.group("rich")
+    return next(frame.group(g) for g in ("path", "ipython", "ipy8", "rich", "cut") if frame.group(g))
 
 
 # A framework's package also when it runs from its source tree (a container's /t5x/t5x/train.py, a clone's
@@ -233,6 +237,13 @@ def _framework_caller(frame: str, frameworks: Frameworks) -> bool:
     return package is None or frameworks.package(package)
 
 
+# Round 23A: a Java stack trace under an exception line, as logback writes it with its packaging data: the
+# innermost frame "at org.deeplearning4j.rl4j.learning.sync.Transition.dup(Transition.java:50)
+# ~[rl4j-core-1.0.0-beta.jar:na]" names the jar it was loaded from, a library's (RL4J's NullPointerException,
+# case 1702); the application's own classes are marked "[classes/:na]" and stay the run's.
+_JAVA_JAR_FRAME = re.compile(
+    r"^\s*at [\w$.<>]+\([\w$]+\.(?:java|scala|kt):\d+\)\s+~?\[(?!classes/)[\w.+-]+\.jar:[^\]]*\]\s*$"
+)
 # With no frame to tell where it was raised, the type decides as the taxonomy's evidence does:
 # RuntimeError and AssertionError are framework errors, the other types script errors.
 _FRAMEWORK_TYPES = frozenset({"RuntimeError", "AssertionError"})
@@ -474,7 +485,11 @@ class _Scanner:
                 # frame that raised it under it and no exception after that frame (case 794), the frame
                 # says where it was raised.
                 frame, after = self._frames_after(i + 1)
-                self._exception(i, raw, text, prefix_rank, exc, frame, severity="error", alone=True)
+                under = view.get(i + 1) if frame is None else None
+                jar = _JAVA_JAR_FRAME.match(normalize(under)[0]) if under is not None else None
+                self._exception(
+                    i, raw, text, prefix_rank, exc, frame, severity="error", alone=True, library_frame=jar is not None
+                )
                 return after
             else:
                 self._line(i, raw, text, prefix_rank)
@@ -704,6 +719,7 @@ class _Scanner:
         alone: bool = False,
         op_caller: str | None = None,
         caller: str | None = None,
+        library_frame: bool = False,
     ) -> None:
         """A traceback's final exception (``severity`` fatal), or an exception line met ``alone``, with no
         traceback (error: a rule that knows its message says how bad it is; by its type, a warning)."""
@@ -730,7 +746,7 @@ class _Scanner:
             return
         # With no frame (or only one that re-raises), the type decides.
         frameworks = self.rules.frameworks
-        in_framework = name in _FRAMEWORK_TYPES if frame is None else frameworks.path(frame)
+        in_framework = library_frame or (name in _FRAMEWORK_TYPES if frame is None else frameworks.path(frame))
         if in_framework and frame is not None and _application_bug(name, msg, frame, frameworks):
             in_framework = False
         if in_framework and frame is not None and _library_refused_caller(name, frame, caller, frameworks):
