@@ -9,13 +9,22 @@ The final number is what the rules say now, over the whole corpus.
     .venv/bin/python bench/corpus_report.py --record        # write first_sight into cases that lack it
     .venv/bin/python bench/corpus_report.py --markdown      # the tables for docs/diagnosis.md
     .venv/bin/python bench/corpus_report.py --readme        # rewrite the counts and the index in the corpus's README
+    .venv/bin/python bench/corpus_report.py --rules-of REV --since 1701
+                                                            # the same cases under another commit's rules
+
+`--rules-of` answers what a change did to the held-out number: the real-text cases from `--since` on,
+diagnosed by the rules of REV (its `gpuwatch/` taken with `git archive`, run in a child process) beside
+their recorded first sight. Cases written before REV's rules were fixed for them say nothing; cases whose
+first sight was recorded after REV do (e.g. rules from before a change, on the rounds measured after it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
+import tempfile
 import tomllib
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -69,6 +78,46 @@ def record_first_sight(corpus: Path = CORPUS) -> list[str]:
         path.write_text(head + ("\n" + sep.lstrip("\n") + tail if sep else ""))
         written.append(f"{case.name}: {got}")
     return written
+
+
+_ANSWERS_OF = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from gpuwatch.diagnosis.corpus import load_case
+from gpuwatch.diagnosis.engine import diagnose_rules
+print(json.dumps({Path(c).name: diagnose_rules(load_case(Path(c))[1]).reason for c in sys.argv[2:]}))
+"""
+
+
+def answers_of(rev: str, case_paths: list[Path]) -> dict[str, str]:
+    """What the rules of commit ``rev`` answer for each case (by directory name)."""
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="gpuwatch-rules-of-") as tmp:
+        archive = subprocess.run(["git", "archive", rev, "gpuwatch"], capture_output=True, check=True, cwd=root)
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _ANSWERS_OF, tmp, *map(str, case_paths)], capture_output=True, text=True, cwd=tmp
+        )
+    if done.returncode != 0:  # e.g. a commit older than gpuwatch.diagnosis.corpus
+        raise SystemExit(f"the rules of {rev} could not diagnose the cases:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def rules_of(rev: str, since: int) -> str:
+    """The real-text cases numbered ``since`` and up: their first sight, and REV's rules' answers."""
+    picked = [c for c in cases(CORPUS) if int(c.name.split("-")[0]) >= since]
+    metas = {c.name: load_case(c)[0] for c in picked}
+    picked = [c for c in picked if "first_sight" in metas[c.name]]
+    theirs = answers_of(rev, picked)
+    right_first = sum(metas[c.name]["first_sight"] == metas[c.name]["reason"] for c in picked)
+    right_rev = sum(theirs[c.name] == metas[c.name]["reason"] for c in picked)
+    out = [f"{len(picked)} real-text cases from {since}: first sight {right_first}, the rules of {rev} {right_rev}"]
+    for c in picked:
+        m = metas[c.name]
+        if theirs[c.name] != m["first_sight"]:
+            out.append(f"  {c.name}: label {m['reason']}, first sight {m['first_sight']}, {rev} {theirs[c.name]}")
+    return "\n".join(out)
 
 
 def _table(rows: list[tuple[str, dict, Diagnosis]], first: bool) -> dict[str, tuple[int, int, int]]:
@@ -231,7 +280,12 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="tables for docs/diagnosis.md")
     parser.add_argument("--last", type=int, help="first sight over the last N real-text cases only")
     parser.add_argument("--readme", action="store_true", help="rewrite the counts and the index in the corpus's README")
+    parser.add_argument("--rules-of", metavar="REV", help="the cases from --since under the rules of commit REV")
+    parser.add_argument("--since", type=int, default=0, help="with --rules-of: the first case number")
     args = parser.parse_args()
+    if args.rules_of:
+        print(rules_of(args.rules_of, args.since))
+        return
     if args.readme:
         rewrite_readme()
         return

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from gpuwatch.diagnosis.corpus import case_dirs, load_case
 from gpuwatch.diagnosis.engine import diagnose_rules
@@ -85,3 +88,22 @@ def test_the_corpus_readme_counts_and_indexes_the_cases_as_they_are() -> None:
         section = readme[start : end + 1] if end != -1 else readme[start:]
         stale = f"the README's '{head[3:]}' is out of date: run bench/corpus_report.py --readme"
         assert section.rstrip("\n") == body.rstrip("\n"), stale
+
+
+def test_another_commit_s_rules_answer_from_their_own_tree() -> None:
+    """`corpus_report.py --rules-of REV` diagnoses with REV's `gpuwatch/`, not the one imported here: the
+    commit before this session's catalogues and rounds (`39449d8`) must miss what the rounds' fixes taught,
+    and HEAD's tree must answer as the engine imported here does."""
+    spec = importlib.util.spec_from_file_location("corpus_report", TESTS.parent / "bench" / "corpus_report.py")
+    assert spec is not None and spec.loader is not None
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    known = subprocess.run(["git", "cat-file", "-e", "39449d8^{commit}"], cwd=TESTS.parent, capture_output=True)
+    if known.returncode != 0:
+        pytest.skip("a shallow clone: commit 39449d8 is not in this checkout's history")
+    picked = [c for c in case_dirs(CORPUS) if c.name.startswith(("1761-", "1766-", "1746-", "1737-"))]
+    assert len(picked) == 4
+    now = {c.name: diagnose_rules(load_case(c)[1]).reason for c in picked}
+    assert report.answers_of("HEAD", picked) == now
+    old = report.answers_of("39449d8", picked)
+    assert old.keys() == now.keys() and old != now
