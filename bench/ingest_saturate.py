@@ -54,12 +54,14 @@ from ingest import EVENT_EVERY, LINES_PER_BATCH, Load, _Conn, _cpu_rss, _payload
 
 from agent.collectors.simulated import SimulatedCollector  # noqa: E402
 from gpuwatch import columnar  # noqa: E402
+from gpuwatch.config import RetentionSettings  # noqa: E402
 from gpuwatch.protocol import Batch, RegisterRequest  # noqa: E402
 from server.store.migrate import upgrade  # noqa: E402
 from tests.helpers import Proc, free_port, metric_values, wait_until  # noqa: E402
 
 GPUS = 8
 SOAK_SLICE_S = 30.0  # the soak's RSS is read this often
+LOG_LINES_KEPT_S = RetentionSettings().log_lines_days * 86_400  # older lines are pruned: --check would miss them
 
 
 def _load(samples: int, batches: int) -> Load:
@@ -130,12 +132,24 @@ def serve_reference(port: int) -> None:
 Nodes = list[tuple[int, str, str]]
 
 
+def _start(span_s: float) -> float:
+    """When a node's first batch is dated: far enough back that its last (``span_s`` of data later) is not
+    in the future. Saturated, a node sends far more data than real time: at 100,000 samples/s in 400-sample
+    batches, 200 s of it each second, so batches dated from an hour ago ran past the server's window of one
+    day ahead after seven minutes of soak, and every one was refused (the first PostgreSQL soak)."""
+    back = span_s + 3600
+    if back > LOG_LINES_KEPT_S:
+        days = span_s / 86_400
+        raise SystemExit(f"{days:.0f} days of data a node: more than the server keeps log lines; run fewer seconds")
+    return time.time() - back
+
+
 def _generator(by_size: dict[int, Nodes], per_node: dict[int, int], cmds: Any, results: Any, protocol: int = 2) -> None:
     """Build every node's batches (a set of nodes for each batch size: each node's batch ids and sequence
     numbers start at 0), then run the rounds the parent sends: (kind, url, size, seconds) → samples
     acknowledged, batches, refusals, whether a node ran out of batches. At the end: what gpuwatch acknowledged."""
     bodies: dict[int, dict[int, list[bytes]]] = {}
-    start = time.time() - 3600  # the server takes samples up to 366 days old and 1 day ahead
+    start = _start(max(_load(size, per_node[size]).duration for size in by_size))
     for size, nodes in by_size.items():
         load = _load(size, per_node[size])
         bodies[size] = {i: [p for _, p in _payloads(_templates(name, i, load), i, load, start)] for i, name, _ in nodes}

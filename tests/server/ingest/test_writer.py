@@ -8,6 +8,7 @@ form one group when it is let go: real SQLite, a real writer thread, no timing a
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from gpuwatch.config import Settings
 from gpuwatch.protocol import Batch, GpuSample, LogLine
 from server.app import create_app
+from server.ingest import writer
 from server.ingest.writer import BatchWriter, QueueFull
 from server.services import Services
 from server.store.db import _SQLITE_WRITERS
@@ -95,6 +97,30 @@ def test_an_invalid_batch_in_a_group_gets_its_422_and_a_replay_is_a_duplicate(tm
     assert isinstance(first, tuple) and not first[1].ack.duplicate
     assert isinstance(replay, tuple) and replay[1].ack.duplicate  # same batch id in the same group: once
     assert isinstance(other, tuple) and other[1].ack.logs == 3
+
+
+def test_a_refused_batch_is_freed_when_its_request_is_answered_not_at_the_next_garbage_collection(
+    tmp_path: Path,
+) -> None:
+    """An error handed from the writer thread to its request carried a traceback whose frames held the
+    whole group (bodies and decoded batches): a cycle only the garbage collector frees. Under a flood of
+    refusals (an agent with a clock a day ahead, 250 refusals a second) the server's RSS rose from 214 to
+    354 MiB in three minutes (bench/README.md). Answered, a batch must be gone by reference counting."""
+    svc, (a, b, c) = _services(tmp_path)
+    ghost = Node(id=9999, name="ghost")
+    invalid = b'{"batch_id": 1, "samples": [{"ts": 1, "gpu": -1, "uuid": "GPU-0"}]}'
+    gc.collect()
+    gc.disable()
+    try:
+        items = [(a, _body(0)), (b, invalid), (ghost, _body(0)), (c, _body(0))]
+        outcomes = asyncio.run(_queued_while_held(svc, items))
+        assert isinstance(outcomes[1], ValidationError) and isinstance(outcomes[2], IntegrityError)
+        del outcomes, items
+        alive = [o for o in gc.get_objects() if type(o).__name__ == "_Item" and type(o).__module__ == writer.__name__]
+    finally:
+        gc.enable()
+    svc.writer.stop()
+    assert alive == []
 
 
 def test_a_full_queue_refuses_with_503_and_retry_after_and_drops_nothing_queued(tmp_path: Path) -> None:
