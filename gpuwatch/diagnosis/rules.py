@@ -11,7 +11,9 @@ from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
 
-from gpuwatch.diagnosis.bytescan import ByteScanner, compile_prefilter
+import re2
+
+from gpuwatch.diagnosis.bytescan import PREFILTER_MAX_MEM, ByteScanner, compile_prefilter
 from gpuwatch.taxonomy import REASONS
 
 ROLES = ("root", "cascade", "ignore")
@@ -210,11 +212,29 @@ class RuleSet:
         self.keywords = tuple(keywords)
         self.alternation = alternation  # the prefilter's pattern, for a scan of a file's bytes (stream.py)
         self._line_search = compile_prefilter(alternation).search
+        owners: dict[str, list[int]] = {}
+        for n, rule in enumerate(rules):
+            for k in rule.keywords:
+                owners.setdefault(k, []).append(n)
+        self._owners = tuple((k, tuple(ns)) for k, ns in owners.items())  # each keyword, the rules it opens
 
     @cached_property
     def byte_scanner(self) -> ByteScanner:
         """The prefilter over bytes: what `candidate_lines` and a streamed file run."""
         return ByteScanner(self.alternation, self.keywords)
+
+    @cached_property
+    def _keyword_set(self) -> re2.Set:
+        """Every keyword as one pattern of an RE2 set, which names all of them a line holds, overlapping
+        ones included (an alternation finds one of two that overlap)."""
+        options = re2.Options()
+        options.case_sensitive = False
+        options.max_mem = PREFILTER_MAX_MEM
+        keywords = re2.Set.SearchSet(options)
+        for k, _ in self._owners:
+            keywords.Add(re2.escape(k))
+        keywords.Compile()
+        return keywords
 
     def prefilter(self, line: str) -> bool:
         """Whether any rule could match ``line``."""
@@ -245,6 +265,22 @@ class RuleSet:
         return [rule for rule, _ in self.match_at(line)]
 
     def match_at(self, line: str) -> list[tuple[Rule, int]]:
-        """The rules that match ``line``, each with where its match starts."""
+        """The rules that match ``line``, each with where its match starts, in the rules' order. Only the
+        rules one of whose keywords the line holds are tried: each keyword is looked for once, not once for
+        every rule that has it (`rules suggest` over the corpus spent 80 % of its time asking each of 900
+        rules in turn)."""
+        plain = line.isascii()  # where RE2's case folding and str.lower agree
+        if plain and not self.prefilter(line):
+            return []
         lower = line.lower()
-        return [(r, at) for r in self.rules if (at := r.match_at(line, lower)) is not None]
+        tried: set[int] = set()
+        owners = self._owners
+        if plain and (found := self._keyword_set.Match(line)):  # none found: its DFA ran out of memory
+            for k in found:
+                tried.update(owners[k][1])
+        else:
+            for k, ns in owners:
+                if k in lower:
+                    tried.update(ns)
+        rules = self.rules
+        return [(r, at) for n in sorted(tried) if (at := (r := rules[n]).match_at(line, lower)) is not None]

@@ -10,8 +10,9 @@ import pytest
 from gpuwatch.diagnosis.engine import diagnose_rules
 from gpuwatch.diagnosis.model import LogSource
 from gpuwatch.diagnosis.normalize import normalize
-from gpuwatch.diagnosis.rules import RuleSet, load_frameworks, load_rules
+from gpuwatch.diagnosis.rules import Rule, RuleSet, load_frameworks, load_rules
 from gpuwatch.taxonomy import REASONS
+from tests.gpuwatch.diagnosis.test_diagnosis_corpus import CORPUS
 
 NCCL_TIMEOUT = (
     "[rank{r}]:[E ProcessGroupNCCL.cpp:563] [Rank {r}] Watchdog caught collective operation timeout: "
@@ -35,6 +36,41 @@ def test_every_rule_matches_its_examples_and_they_are_diagnosed_as_its_reason() 
             assert rules.prefilter(example), (rule.id, example)
             want = "unknown" if rule.role == "ignore" else rule.reason
             assert diagnose_rules([_src("example.log", example)]).reason == want, (rule.id, example)
+
+
+def _every_rule(rules: RuleSet, line: str) -> list[tuple[Rule, int]]:
+    """What `RuleSet.match_at` answers, asked of each rule in turn (as it did before it indexed keywords)."""
+    lower = line.lower()
+    return [(r, at) for r in rules.rules if (at := r.match_at(line, lower)) is not None]
+
+
+def test_the_keyword_index_tries_every_rule_one_of_whose_keywords_the_line_holds() -> None:
+    """`RuleSet.match_at` looks each keyword up once (an RE2 set) and tries only the rules it opens: the
+    same rules, in the same order, as asking every rule. Overlapping keywords (an alternation finds only one
+    of two that overlap), a keyword inside another, and lines RE2 and str.lower fold differently."""
+    table = [
+        ("cuda-error", ["cuda error"], r"CUDA error"),
+        ("errors", ["errors"], r"errors"),
+        ("error", ["error"], r"error"),
+        ("kelvin", ["5 k"], r"5 (?i:k)"),
+        ("dotted-i", ["illegal"], r"(?i)illegal"),
+    ]
+    rules = RuleSet(
+        [
+            Rule(id=i, reason="cuda_error", role="root", keywords=tuple(k), sources=(p,), confidence=0.5, priority=1)
+            for i, k, p in table
+        ]
+    )
+    for line in ["CUDA errors: 3", "cuda errors", "nothing here", "at 5 \u212a it froze", "\u0130llegal", "errors"]:
+        line = line.encode().decode("unicode_escape")
+        assert rules.match_at(line) == _every_rule(rules, line), line
+    assert [r.id for r, _ in rules.match_at("CUDA errors: 3")] == ["cuda-error", "errors", "error"]
+    shipped = RuleSet(load_rules())
+    lines = [
+        ln for case in sorted(CORPUS.iterdir())[::5] for f in case.glob("*.log") for ln in f.read_text().splitlines()
+    ]
+    assert len(lines) > 5_000
+    assert [shipped.match_at(ln) for ln in lines] == [_every_rule(shipped, ln) for ln in lines]
 
 
 def test_every_shipped_pattern_compiles_and_a_users_bad_pattern_is_refused_at_load(tmp_path: Path) -> None:
