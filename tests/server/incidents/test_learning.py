@@ -84,6 +84,8 @@ def test_an_unknown_failure_labelled_by_on_call_becomes_a_case_and_a_rule_that_d
     assert diagnose_rules(load_case(second)[1]).reason == "cuda_error"
     again = gpuwatch(db_url, "corpus", "export", "--out", str(cases))  # the same incidents: the same cases
     assert again.returncode == 0 and case_dirs(cases) == [first, second]
+    if db_url.startswith("postgresql"):
+        return  # `rules suggest` reads files only (25 s over the whole corpus): once, on SQLite, is enough
 
     suggested = gpuwatch(
         db_url,
