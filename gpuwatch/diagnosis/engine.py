@@ -311,6 +311,10 @@ _SCRIPT_EXCEPTIONS = frozenset(
     }
 )
 # Exceptions that report someone else's failure; their messages still go through the rules.
+# Round 26B: the raising line shown under the last frame raises Exception with no message ("raise Exception" in
+# AutoAWQ's _compute_best_scale, case 1805): a bare "Exception" after it is all there is, not a header whose
+# message follows on the next lines.
+_BARE_RAISE = re.compile(r"raise Exception(?:\(\))?\s*(?:#.*)?$")
 _CASCADE_EXCEPTIONS = frozenset(
     {
         "ChildFailedError",
@@ -639,6 +643,7 @@ class _Scanner:
                         from_worker=from_worker,
                         op_caller=op_caller,
                         caller=caller,
+                        bare=_BARE_RAISE.match(code or "") is not None,
                     )
                 return j + 1
             if after_frame and not _TRACEBACK_BODY.match(text):
@@ -720,6 +725,7 @@ class _Scanner:
         op_caller: str | None = None,
         caller: str | None = None,
         library_frame: bool = False,
+        bare: bool = False,
     ) -> None:
         """A traceback's final exception (``severity`` fatal), or an exception line met ``alone``, with no
         traceback (error: a rule that knows its message says how bad it is; by its type, a warning)."""
@@ -738,7 +744,7 @@ class _Scanner:
             return
         if self._line(i, raw, text, rank, severity):
             return  # the message itself says what happened (CUDA error, NCCL error, OOM, ...)
-        if name in _CASCADE_EXCEPTIONS or (name == "Exception" and not msg):
+        if name in _CASCADE_EXCEPTIONS or (name == "Exception" and not msg and not bare):
             return  # someone else's failure; a bare Exception: with its message on the lines after (mp.spawn)
         if from_worker and name not in _WORKER_OWN_REASONS:
             # A worker's exception the loader handed on, its message known to no rule: the data's.
