@@ -126,7 +126,7 @@ _NON_FINITE_ASSERT = re.compile(r"^assert\b.*\b(?:isnan|isinf|isfinite|isneginf|
 # not the script's.
 _CHECKPOINT_FRAME = re.compile(
     r"\bin _?(?:load_from_checkpoint|load_model_state|load_state_dict|load_checkpoint|restore_training_state"
-    r"|restore_model|restore_optimizers_and_schedulers|resume_from_checkpoint|load_state_dict_(?:pre|post)_hook"
+    r"|load_from_file|restore_model|restore_optimizers_and_schedulers|resume_from_checkpoint|load_state_dict_(?:pre|post)_hook"
     r"|load_from_state_dict|load_npz|load_hdf5|load_weights)\b|checkpoint_connector\.py|/chainer/serializers/"
 )
 # A framework's attribute-lookup hook (torch's Module.__getattr__): an AttributeError it raises answers the
@@ -138,7 +138,11 @@ _LOOKUP_FRAME = re.compile(r", in __getattr(?:ibute)?__\s*$")
 # ordinal" is.
 _BY_INDEX_FRAME = re.compile(r", in nvmlDeviceGetHandleByIndex\w*\s*$")
 _NVML_INVALID_ARGUMENT = re.compile(r"^(?:\w+\.)*NVMLError_InvalidArgument\b")
-_CHECKPOINT_EXCEPTIONS = frozenset({"KeyError", "RuntimeError", "ValueError", "EOFError", "AssertionError"})
+# Round 29B: a type error inside a loader is the file not being what the loader expects (flair's load_from_file
+# subscripting what an older flair pickled as a whole SequenceTagger, case 1924), as its KeyError is.
+_CHECKPOINT_EXCEPTIONS = frozenset(
+    {"KeyError", "RuntimeError", "ValueError", "EOFError", "AssertionError", "TypeError"}
+)
 # A frame that only re-raises what a replica raised (DataParallel's parallel_apply, torch's reraise): it
 # says nothing of where the exception came from, so the exception is judged as one with no frame.
 _RERAISE_FRAME = re.compile(r"[\\/]parallel_apply\.py\b|[\\/]torch[\\/]_utils\.py\", line \d+, in reraise")

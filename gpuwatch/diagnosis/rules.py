@@ -89,6 +89,13 @@ _PACKAGE_NAME = re.compile(r"[a-z_][a-z0-9_*]*")
 # A relative frame path's first directory (`megatron/training.py`, not `./train.py` or `train.py`).
 _RELATIVE_PACKAGE = re.compile(r"([A-Za-z_]\w*)[\\/]")
 _INSTALLED_PACKAGE = re.compile(r"(?:site|dist)-packages[\\/]([A-Za-z_]\w*)")
+# A framework's own repository checked out and run from there: the package's directory right inside a
+# directory of the same name, perhaps with a branch suffix or a src/ between ("/root/flair/flair/",
+# "deepke-main/src/deepke/", "PaddleRS-develop/paddlers/"). A project that vendors a framework under another
+# name ("/data/bevfusion/mmdet3d/", case 816) is not one.
+_CHECKOUT = re.compile(
+    r"(?i)[\\/]([A-Za-z_][\w]*?)(?:[-_.](?:main|master|develop|dev|v?\d[\w.]*))?[\\/](?:src[\\/])?(\1)[\\/]"
+)
 
 
 def _names(patterns: Sequence[str]) -> re.Pattern[str]:
@@ -130,8 +137,9 @@ class Frameworks:
         (`File "mmselfsup/models/backbones/simmim_swin.py"`, case 1457) is still that framework."""
         if self._path.search(frame) is not None:
             return True
-        m = _RELATIVE_PACKAGE.match(frame)
-        return m is not None and self.package(m.group(1))
+        if (m := _RELATIVE_PACKAGE.match(frame)) is not None and self.package(m.group(1)):
+            return True
+        return (m := _CHECKOUT.search(frame)) is not None and self.package(m.group(2))
 
     @staticmethod
     def installed_package(frame: str) -> str | None:
