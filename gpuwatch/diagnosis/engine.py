@@ -123,9 +123,10 @@ _NON_FINITE_ASSERT = re.compile(r"^assert\b.*\b(?:isnan|isinf|isfinite|isneginf|
 # torch's load_state_dict, mmcv's load_checkpoint, Keras' load_weights, Chainer's serializers: load_npz
 # resuming a trainer whose snapshot does not fit the run, case 897): an exception that says only its type
 # (a KeyError for an entry the file lacks) or a shape it could not fit raised there is the checkpoint's,
-# not the script's.
+# not the script's. Round 32B: a loader's name with a suffix (OpenVINO Training Extensions'
+# load_state_dict_incrementally refusing a checkpoint without its label_info, case 2048).
 _CHECKPOINT_FRAME = re.compile(
-    r"\bin _?(?:load_from_checkpoint|load_model_state|load_state_dict|load_checkpoint|restore_training_state"
+    r"\bin _?(?:load_from_checkpoint|load_model_state|load_state_dict(?:_\w+)?|load_checkpoint|restore_training_state"
     r"|load_from_file|restore_model|restore_optimizers_and_schedulers|resume_from_checkpoint|load_state_dict_(?:pre|post)_hook"
     r"|load_from_state_dict|load_npz|load_hdf5|load_weights)\b|checkpoint_connector\.py|/chainer/serializers/"
 )
