@@ -127,7 +127,7 @@ _NON_FINITE_ASSERT = re.compile(r"^assert\b.*\b(?:isnan|isinf|isfinite|isneginf|
 # load_state_dict_incrementally refusing a checkpoint without its label_info, case 2048).
 _CHECKPOINT_FRAME = re.compile(
     r"\bin _?(?:load_from_checkpoint|load_model_state|load_state_dict(?:_\w+)?|load_checkpoint|restore_training_state"
-    r"|load_from_file|restore_model|restore_optimizers_and_schedulers|resume_from_checkpoint|load_state_dict_(?:pre|post)_hook"
+    r"|load_from_file|restore_model|restore_optimizers_and_schedulers|resume_from_checkpoint"
     r"|load_from_state_dict|load_npz|load_hdf5|load_weights)\b|checkpoint_connector\.py|/chainer/serializers/"
 )
 # A framework's attribute-lookup hook (torch's Module.__getattr__): an AttributeError it raises answers the
