@@ -17,6 +17,10 @@ import pytest
 
 from tests.helpers import TESTS, Proc, free_port, migrated_sqlite, new_token, start_server, wait_until
 
+# Communication overhead and step times are checked against the job's own clock within 10 %: beside other test
+# workers on two cores, an overlapped all-reduce measured 0.96 of a step against its own 0.82 (a fresh CI run).
+pytestmark = pytest.mark.serial
+
 torch = pytest.importorskip("torch", reason="torch (CPU) is a test extra: pip install -e '.[test]'")
 
 TRAIN = TESTS / "jobs" / "train.py"
