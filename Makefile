@@ -6,7 +6,7 @@ PIP_QUIET := --quiet --disable-pip-version-check
 # Test processes (pytest-xdist). The suite mostly waits (servers, agents, jobs, timers polled to their
 # deadlines), so three workers on two cores ran it in 558 s against about 1,300 s in one (docs/tests.md);
 # PYTEST_WORKERS=0 runs it in this process (a debugger, -x). Tests marked `serial` (timings checked against a
-# job's own clock) run after, alone. Exit status 5 is "no test selected" (PYTEST_ARGS=-k … picks from one run).
+# job's own clock, the real Slurm cluster) run after, alone. Exit status 5 is "no test selected" (PYTEST_ARGS=-k … picks from one run).
 PYTEST_WORKERS ?= 3
 
 .PHONY: demo test llm lint clean

@@ -32,10 +32,17 @@ DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that uses `postgres_url` directly is a `postgres` test even if its author forgot the mark."""
+    """A test that uses `postgres_url` directly is a `postgres` test even if its author forgot the mark.
+
+    A test on the real Slurm cluster is `serial`: `make test` runs it after the parallel phase, alone,
+    against one cluster. Each xdist worker that ran one would otherwise start its own three daemons, and a
+    fresh CI run saw a batch job not start within 120 s beside two other workers. (xdist's `loadgroup`
+    did not keep a group on one worker here: pytest 9.2, xdist 3.8.)"""
     for item in items:
         if "postgres_url" in getattr(item, "fixturenames", ()) and item.get_closest_marker("postgres") is None:
             item.add_marker(pytest.mark.postgres)
+        if "slurm" in getattr(item, "fixturenames", ()) and item.get_closest_marker("serial") is None:
+            item.add_marker(pytest.mark.serial)
 
 
 @pytest.fixture

@@ -94,6 +94,14 @@ class SlurmCluster:
         line = self.run("scontrol", "show", "job", "-o", job_id).stdout.strip()
         return dict(item.split("=", 1) for item in line.split() if "=" in item)
 
+    def describe(self, job_id: str) -> str:
+        """A job's state, reason and the tail of its output: what a test prints when the job did not do
+        what it waited for."""
+        job = self.run("scontrol", "show", "job", "-o", job_id, check=False).stdout.strip()
+        out = self.root / "jobs" / f"{job_id}.out"
+        tail = out.read_text(errors="replace")[-2000:] if out.exists() else "(no output file)"
+        return f"job {job_id}: {job}\n-- output:\n{tail}\n-- node: {self.node_info()}"
+
     def node_info(self, name: str = NODE) -> tuple[str, str]:
         """(state, reason) as sinfo tells them, e.g. ("drained", "gpuwatch: xid 79")."""
         line = self.run("sinfo", "--noheader", "--Node", f"--nodes={name}", "--format=%T|%E").stdout.strip()

@@ -45,8 +45,10 @@ def test_restartable_failure_in_a_slurm_job_is_requeued_by_the_server(slurm: Slu
             (job,) = httpx.get(f"{base}/api/v1/jobs", params={"name": "slurm-job"}).json()
             return sorted(httpx.get(f"{base}/api/v1/jobs/{job['id']}/runs").json(), key=lambda r: r["attempt"])
 
-        done = wait_until(lambda: [r["state"] for r in runs()] == ["failed", "succeeded"], timeout=120, what="2 runs")
-        assert done
+        try:
+            wait_until(lambda: [r["state"] for r in runs()] == ["failed", "succeeded"], timeout=120, what="2 runs")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{slurm.describe(job_id)}") from None
         (incident,) = httpx.get(f"{base}/api/v1/incidents").json()
         assert (incident["diagnosis"]["reason"], incident["state"]) == ("cuda_error", "resolved")
         (restart,) = [a for a in incident["actions"] if a["kind"] == "restart"]
