@@ -61,8 +61,12 @@ _TRACEBACK = re.compile(r"Traceback \(most recent calls? (?:last|WITHOUT Sacred 
 # An exception's line; Google's API errors are named without "Error" and say an HTTP status first
 # ("google.api_core.exceptions.InvalidArgument: 400 ...", "NotFound: 404 ..."); a plain ``Exception``
 # (what old torch's mp.spawn and fairseq's distributed utilities raise, case 792) is one too.
+# Round 33A: JAX hands an exception raised under a transformation on as "jax._src.traceback_util.
+# UnfilteredStackTrace: AttributeError: ..." when tracebacks are not filtered (case 2062): the exception is the
+# one after the wrapper's name.
 _EXCEPTION = re.compile(
-    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)|Exception|(?:[A-Za-z_]\w*\.)*(?:BadRequest|InvalidArgument"
+    r"^(?:(?:[A-Za-z_]\w*\.)*UnfilteredStackTrace: )?"
+    r"(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)|Exception|(?:[A-Za-z_]\w*\.)*(?:BadRequest|InvalidArgument"
     r"|FailedPrecondition|OutOfRange|Unauthorized|Unauthenticated|Forbidden|PermissionDenied|NotFound|MethodNotAllowed"
     r"|Conflict|AlreadyExists|Aborted|PreconditionFailed|TooManyRequests|ResourceExhausted|Cancelled|Unknown|DataLoss"
     r"|MethodNotImplemented|BadGateway|ServiceUnavailable|GatewayTimeout|DeadlineExceeded)(?=: [1-5]\d\d\b))"
