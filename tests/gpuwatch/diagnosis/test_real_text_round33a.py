@@ -183,3 +183,31 @@ def test_argument_refusals_after_a_program_s_name_or_before_its_usage() -> None:
     assert reason_and_rule(_USAGE) == ("argument_error", "cli-parser-refusal")
     # prose about a usage error is not one
     assert reason_of("See the usage error section of the docs. Usage: train.py\n") == "unknown"
+
+
+# alibaba/ROLL (case 1593) and Netflix/metaflow (case 1626), misses of round 21 fixed with this round's.
+_QUOTED_NOT_FOUND = 'Agentic Training Failed with "rock: command not found"\n'
+_BIN_NOT_FOUND = "2020-09-08 10:12:40.551 [41/train_model/208 (pid 31220)] [1f7c33a2-9b1e-4b61-a0e4-3c0f4d4b7d10] metaflow_TrainingFlow_linux-64_32c5addd6e1821a744b44408e0fdccd919b138c9/bin/python: not found\n"
+
+
+def test_the_shell_s_missing_program_quoted_or_after_a_log_prefix() -> None:
+    assert reason_and_rule(_QUOTED_NOT_FOUND) == ("file_not_found", "missing-path-outside-python")
+    assert reason_and_rule(_BIN_NOT_FOUND) == ("file_not_found", "missing-path-outside-python")
+    # a package a resolver did not find is not a missing program
+    assert reason_of("Requirement already satisfied; optional extra gpu: not found\n") != "file_not_found"
+
+
+# aws/aws-parallelcluster (case 1624) and Azure/MachineLearningNotebooks (case 1640), misses of round 21.
+_HOST_LOOKUP = """
+slurmstepd: error: get_exit_code task 0 died by signal: 15
+slurmstepd: error: Unable to resolve "ip-172-31-82-201": Host name lookup failure
+slurmstepd: error: Unable to establish control machine address
+"""
+_CLUSTER_FAILED = "PipelineRun Status: NotStarted\nAzureMLCompute cluster gpu-cluster is in failed state and thus not ready for runs\n"
+
+
+def test_a_node_that_cannot_resolve_itself_or_a_failed_cluster_is_the_nodes() -> None:
+    assert reason_and_rule(_HOST_LOOKUP) == ("node_failure", "emitter-cluster-node-unusable")
+    assert reason_and_rule(_CLUSTER_FAILED) == ("node_failure", "emitter-cluster-node-unusable")
+    # a run's own state is not a cluster's
+    assert reason_of("Run train-42 is in failed state\n") != "node_failure"
