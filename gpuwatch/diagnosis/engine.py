@@ -123,6 +123,12 @@ _LAUNCH_OPTION_ASSERT = re.compile(r"^assert\b.*\b(?:cmd_opts|cmdline_opts|cli_o
 # torch.isinf(flow_preds[i]).any()" in RAFT-Stereo's sequence_loss, case 1378): a bare AssertionError there
 # says the predictions or the loss went NaN or Inf, as "loss is nan" does.
 _NON_FINITE_ASSERT = re.compile(r"^assert\b.*\b(?:isnan|isinf|isfinite|isneginf|isposinf)\(")
+# Round 34A: a list of the devices the process sees, indexed by the device the launch asked for ("place =
+# dev_list[device_id]" in RocketQA's cross encoder, given device_id=5 on a machine with fewer GPUs, case 2103):
+# an IndexError there is the launch's request past the visible GPUs, as "invalid device ordinal" is.
+_DEVICE_LIST_INDEX = re.compile(
+    r"\b\w*(?:dev|device|gpu|place)s?(?:_list|_ids|list|ids)?\[\s*(?:[\w.]+\.)?(?:device_id|gpu_id|device_index|gpu_index|local_rank)\s*\]"
+)
 # A frame of a framework's checkpoint loading (Lightning's load_from_checkpoint and checkpoint connector,
 # torch's load_state_dict, mmcv's load_checkpoint, Keras' load_weights, Chainer's serializers: load_npz
 # resuming a trainer whose snapshot does not fit the run, case 897): an exception that says only its type
@@ -579,6 +585,11 @@ class _Scanner:
             j += 1
         return (last, j) if last is not None else (None, first)
 
+    def _line_before(self, j: int, strip: _LinePrefix) -> str:
+        """The text of the line before ``j`` (the raising line, even when a report cut the frame above it)."""
+        line = self.view.get(j - 1) if j > 0 else None
+        return strip(normalize(line)[0]).strip() if line is not None else ""
+
     def _traceback(self, i: int, first: int, *, ignored: bool = False, strict: bool = False, prefix: str = "") -> int:
         """Follow the traceback that starts at line ``i`` (its frames from line ``first``) to its final
         exception; return the index of the next line to look at. ``strict``: the frames came with no
@@ -634,6 +645,8 @@ class _Scanner:
                     self._add(j, line, rank, "argument_error", "root", 0.75, 60, "assert-launch-option", "fatal")
                 elif not ignored and name == "AssertionError" and _NON_FINITE_ASSERT.match(code or ""):
                     self._add(j, line, rank, "loss_divergence", "root", 0.75, 57, "assert-non-finite", "fatal")
+                elif not ignored and name == "IndexError" and _DEVICE_LIST_INDEX.search(self._line_before(j, strip)):
+                    self._add(j, line, rank, "argument_error", "root", 0.75, 60, "device-list-index", "fatal")
                 elif not ignored:
                     frame_of = caller if lookup and exc.group("type").endswith("AttributeError") else last_frame
                     if code is not None and _LOOP_LINE.match(code):

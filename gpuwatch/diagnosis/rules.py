@@ -91,11 +91,28 @@ _RELATIVE_PACKAGE = re.compile(r"([A-Za-z_]\w*)[\\/]")
 _INSTALLED_PACKAGE = re.compile(r"(?:site|dist)-packages[\\/]([A-Za-z_]\w*)")
 # A framework's own repository checked out and run from there: the package's directory right inside a
 # directory of the same name, perhaps with a branch suffix or a src/ between ("/root/flair/flair/",
-# "deepke-main/src/deepke/", "PaddleRS-develop/paddlers/"). A project that vendors a framework under another
-# name ("/data/bevfusion/mmdet3d/", case 816) is not one.
-_CHECKOUT = re.compile(
-    r"(?i)[\\/]([A-Za-z_][\w]*?)(?:[-_.](?:main|master|develop|dev|v?\d[\w.]*))?[\\/](?:src[\\/])?(\1)[\\/]"
-)
+# "deepke-main/src/deepke/", "PaddleRS-develop/paddlers/"), the repository's dashes for the package's
+# underscores ("/content/Torch-Pruning/torch_pruning/", case 2108). A project that vendors a framework under
+# another name ("/data/bevfusion/mmdet3d/", case 816) is not one.
+_PATH_SEP = re.compile(r"[\\/]")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_BRANCH_SUFFIX = re.compile(r"(?i)[-_.](?:main|master|develop|dev|v?\d[\w.]*)$")
+
+
+def _checkout_packages(frame: str) -> list[str]:
+    """The package directories in ``frame`` that sit right inside (or under src/ of) a directory named
+    for them: a framework's repository run from its checkout."""
+    parts = _PATH_SEP.split(frame)[:-1]  # the directories; the last part is the file
+    found = []
+    for k in range(2, len(parts)):
+        package = parts[k]
+        if not _IDENTIFIER.fullmatch(package):
+            continue
+        outer = parts[k - 2] if parts[k - 1].lower() == "src" and k >= 3 else parts[k - 1]
+        names = {outer, _BRANCH_SUFFIX.sub("", outer)}
+        if package.lower() in {n.lower().replace("-", "_") for n in names}:
+            found.append(package)
+    return found
 
 
 def _names(patterns: Sequence[str]) -> re.Pattern[str]:
@@ -139,7 +156,7 @@ class Frameworks:
             return True
         if (m := _RELATIVE_PACKAGE.match(frame)) is not None and self.package(m.group(1)):
             return True
-        return (m := _CHECKOUT.search(frame)) is not None and self.package(m.group(2))
+        return any(self.package(package) for package in _checkout_packages(frame))
 
     @staticmethod
     def installed_package(frame: str) -> str | None:
