@@ -118,11 +118,31 @@ _GPU_COUNT_ASSERT = re.compile(r"^assert\b.*\b(?:device_count|gpu_count|num_gpus
 # A program's assertion on the options it was launched with (the Stable Diffusion web UI's "assert not
 # shared.cmd_opts.lowvram, 'Training models with lowvram not possible'", case 925): the launch asked for what
 # the program refuses, as a trainer refusing the GPUs it was given does (case 613).
-_LAUNCH_OPTION_ASSERT = re.compile(r"^assert\b.*\b(?:cmd_opts|cmdline_opts|cli_opts|cli_args|command_line_args)\.\w+")
+# Round 35A: the same check on the parsed command line under its usual names, args and opt ("assert
+# LongLoRAModelType.LLAMA in args.model_type", ms-swift refusing LongLoRA for a LLaVA model, case 2142), tested
+# before its message or a comma: the launch asked for what the program does not do.
+_LAUNCH_OPTION_ASSERT = re.compile(
+    r"^assert\b[^,]*\b(?:cmd_opts|cmdline_opts|cli_opts|cli_args|command_line_args|args|opts?)\.\w+"
+)
 # Round 15A: an assertion that values are finite ("assert not torch.isnan(flow_preds[i]).any() and not
 # torch.isinf(flow_preds[i]).any()" in RAFT-Stereo's sequence_loss, case 1378): a bare AssertionError there
 # says the predictions or the loss went NaN or Inf, as "loss is nan" does.
 _NON_FINITE_ASSERT = re.compile(r"^assert\b.*\b(?:isnan|isinf|isfinite|isneginf|isposinf)\(")
+
+
+def _assertion(code: str | None) -> tuple[str, str, int] | None:
+    """What a bare AssertionError's raising statement says it checked: (reason, rule id, priority), or None."""
+    if code is None:
+        return None
+    if _GPU_COUNT_ASSERT.match(code):
+        return "argument_error", "assert-gpu-count", 60
+    if _LAUNCH_OPTION_ASSERT.match(code):
+        return "argument_error", "assert-launch-option", 60
+    if _NON_FINITE_ASSERT.match(code):
+        return "loss_divergence", "assert-non-finite", 57
+    return None
+
+
 # Round 34A: a list of the devices the process sees, indexed by the device the launch asked for ("place =
 # dev_list[device_id]" in RocketQA's cross encoder, given device_id=5 on a machine with fewer GPUs, case 2103):
 # an IndexError there is the launch's request past the visible GPUs, as "invalid device ordinal" is.
@@ -402,6 +422,7 @@ def _compiled(user_dir: str | None, _state: tuple[tuple[str, int, int], ...]) ->
             "error:",
             "exception:",
             "assertionerror",
+            "assert ",  # the statement above a bare AssertionError, read back from it (_raising_line)
             # an exception written as its repr (_EXCEPTION_REPR)
             'error("',
             "error('",
@@ -493,6 +514,8 @@ class _Scanner:
                 return self._traceback(i, i, strict=True)
             if (julia := _JULIA_ERROR.match(text)) and (after := self._julia(i, raw, text, prefix_rank, julia)):
                 return after
+            if text.lstrip().startswith("assert ") and (after_assert := self._bare_assertion(i, text)) is not None:
+                return after_assert
             exc = _EXCEPTION.match(text)
             if exc is None and (as_repr := _EXCEPTION_REPR.match(text)):
                 text = f"{as_repr.group('type')}: {as_repr.group('msg')}"
@@ -585,6 +608,28 @@ class _Scanner:
             j += 1
         return (last, j) if last is not None else (None, first)
 
+    def _bare_assertion(self, i: int, text: str) -> int | None:
+        """An assert statement whose frames a report cut, followed (over its carets) by its AssertionError
+        (case 2142): read as a traceback's raising line is; the index after the exception, or None. Read
+        forward from the statement, which the prefilter keeps ("assert "), as a streamed log allows."""
+        said = _assertion(text.strip())
+        if said is None:
+            return None
+        for j in range(i + 1, i + 4):
+            line = self.view.get(j)
+            if line is None:
+                return None
+            after, rank = normalize(line)
+            after = after.strip()
+            if _TRACEBACK_BODY.match(after):
+                continue
+            exc = _EXCEPTION.match(after)
+            if exc is None or exc.group("type").rsplit(".", 1)[-1] != "AssertionError":
+                return None
+            self._add(j, line, rank, said[0], "root", 0.75, said[2], said[1], "error")
+            return j + 1
+        return None
+
     def _line_before(self, j: int, strip: _LinePrefix) -> str:
         """The text of the line before ``j`` (the raising line, even when a report cut the frame above it)."""
         line = self.view.get(j - 1) if j > 0 else None
@@ -639,12 +684,8 @@ class _Scanner:
                 name = exc.group("type").rsplit(".", 1)[-1]
                 if not ignored and locating and name in _LOCATE_EXCEPTIONS:
                     self._add(j, line, rank, "import_error", "root", 0.8, 59, "hydra-locate-target", "fatal")
-                elif not ignored and name == "AssertionError" and _GPU_COUNT_ASSERT.match(code or ""):
-                    self._add(j, line, rank, "argument_error", "root", 0.75, 60, "assert-gpu-count", "fatal")
-                elif not ignored and name == "AssertionError" and _LAUNCH_OPTION_ASSERT.match(code or ""):
-                    self._add(j, line, rank, "argument_error", "root", 0.75, 60, "assert-launch-option", "fatal")
-                elif not ignored and name == "AssertionError" and _NON_FINITE_ASSERT.match(code or ""):
-                    self._add(j, line, rank, "loss_divergence", "root", 0.75, 57, "assert-non-finite", "fatal")
+                elif not ignored and name == "AssertionError" and (said := _assertion(code)) is not None:
+                    self._add(j, line, rank, said[0], "root", 0.75, said[2], said[1], "fatal")
                 elif not ignored and name == "IndexError" and _DEVICE_LIST_INDEX.search(self._line_before(j, strip)):
                     self._add(j, line, rank, "argument_error", "root", 0.75, 60, "device-list-index", "fatal")
                 elif not ignored:
