@@ -50,3 +50,11 @@ def test_a_local_path_the_hub_refuses_as_a_repository_id_is_missing() -> None:
     # a malformed id that is no path is the argument's, not a missing file
     bad_id = "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': 'a b'."
     assert reason_of(bad_id) != "file_not_found"
+
+
+# mosaicml/examples (case 1586), a miss of round 24: Composer's launcher giving up on the ranks meeting.
+_BAILING_OUT = "$ composer -n 8 main.py yamls/main/hf-bert-base-uncased.yaml\nRuntimeError: Waiting for local rank 0, bailing out: 60.000 < 60.033 sec.\n"
+
+
+def test_composer_giving_up_on_the_ranks_meeting_is_the_rendezvous() -> None:
+    assert reason_and_rule(_BAILING_OUT) == ("network_error", "connection-reset")
