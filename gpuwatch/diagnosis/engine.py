@@ -128,6 +128,12 @@ _LAUNCH_OPTION_ASSERT = re.compile(
 # torch.isinf(flow_preds[i]).any()" in RAFT-Stereo's sequence_loss, case 1378): a bare AssertionError there
 # says the predictions or the loss went NaN or Inf, as "loss is nan" does.
 _NON_FINITE_ASSERT = re.compile(r"^assert\b.*\b(?:isnan|isinf|isfinite|isneginf|isposinf)\(")
+# Round 36's session: an assertion that a path exists ("assert os.path.isfile(args.fgraph_pickle)", DEVO's
+# train.py before a file it never generated, case 1904; pathlib's .exists()): a missing path, as
+# FileNotFoundError says it. "assert not os.path.exists(...)" (refusing to overwrite) is not one.
+_PATH_EXISTS_ASSERT = re.compile(
+    r"^assert(?!\s*\(?\s*not\b)\s*\(?\s*[^,]*?\b(?:os\.path\.(?:isfile|isdir|exists)\(|[\w.\]\[)]+\.(?:is_file|is_dir|exists)\(\))"
+)
 
 
 def _assertion(code: str | None) -> tuple[str, str, int] | None:
@@ -136,6 +142,8 @@ def _assertion(code: str | None) -> tuple[str, str, int] | None:
         return None
     if _GPU_COUNT_ASSERT.match(code):
         return "argument_error", "assert-gpu-count", 60
+    if _PATH_EXISTS_ASSERT.match(code):  # before the options: a path given on the command line is still a path
+        return "file_not_found", "assert-path-exists", 56
     if _LAUNCH_OPTION_ASSERT.match(code):
         return "argument_error", "assert-launch-option", 60
     if _NON_FINITE_ASSERT.match(code):
@@ -197,8 +205,9 @@ _WORKER_OWN_REASONS = frozenset(
 _DISPATCH_FRAME = re.compile(r"/torch/nn/modules/module\.py\b")
 _DISPATCH_CODE = re.compile(r"^return forward_call\(")
 # A line of a traceback between its frames: the source line under a frame, the carets under it,
-# "[Previous line repeated N more times]".
-_TRACEBACK_BODY = re.compile(r"^[\s~^]*$|^\[Previous line repeated \d+ more times?\]$")
+# "[Previous line repeated N more times]", and PyCharm's debugger's "python-BaseException" printed between a
+# frame and its source line (case 1128).
+_TRACEBACK_BODY = re.compile(r"^[\s~^]*$|^\[Previous line repeated \d+ more times?\]$|^python-BaseException$")
 # The source line of the last frame is a for statement: the exception came from the iterator's
 # __next__, in a training loop the data loader's (Open-Sora's "for step, batch in pbar:", case 640).
 _LOOP_LINE = re.compile(r"^(?:async )?for .+ in .+:$")
@@ -608,6 +617,20 @@ class _Scanner:
             j += 1
         return (last, j) if last is not None else (None, first)
 
+    def _cut_assertion(self, i: int, code: str, frame: str, caller: str | None) -> None:
+        """A traceback cut after its last frame's assert statement, judged as its AssertionError would be."""
+        line = self.view.get(i)
+        if line is None:
+            return
+        rank = normalize(line)[1]
+        said = _assertion(code)
+        if said is not None:
+            self._add(i, line, rank, said[0], "root", 0.7, said[2], said[1], "error")
+            return
+        exc = _EXCEPTION.match("AssertionError")
+        assert exc is not None
+        self._exception(i, line, "AssertionError", rank, exc, frame, caller=caller, severity="error")
+
     def _bare_assertion(self, i: int, text: str) -> int | None:
         """An assert statement whose frames a report cut, followed (over its carets) by its AssertionError
         (case 2142): read as a traceback's raising line is; the index after the exception, or None. Read
@@ -651,11 +674,16 @@ class _Scanner:
         locating = False  # the last frame is Hydra's _locate
         by_index = False  # a frame of NVML's device lookup by index was passed
         code: str | None = None  # the source line under the last frame
+        code_at = -1  # its index
         op_caller: str | None = None  # the last frame that is not torch's own
         after_frame = False
         for j in range(first, i + _MAX_TRACEBACK):
             line = view.get(j)
             if line is None:
+                if not ignored and code is not None and code.startswith("assert") and last_frame is not None:
+                    # The excerpt ends on the last frame's assert statement (a report that kept the frame that
+                    # raised and not its exception, case 1904): the exception can only be an AssertionError.
+                    self._cut_assertion(code_at, code, last_frame, caller)
                 break
             text, rank = normalize(line)
             text = strip(text)
@@ -710,7 +738,7 @@ class _Scanner:
                     )
                 return j + 1
             if after_frame and not _TRACEBACK_BODY.match(text):
-                code, after_frame = text, False
+                code, code_at, after_frame = text, j, False
             elif strict and not _TRACEBACK_BODY.match(text):
                 return j  # not a traceback's line: the scan goes on from it
             if self.rules.prefilter(line):
