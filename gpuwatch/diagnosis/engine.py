@@ -566,7 +566,8 @@ class _Scanner:
                     "loss-diverged-before-traceback",
                 )
                 break
-        return self._traceback(i, i + 1, ignored=ignored, prefix=text[: header.start()])
+        named = head if head and _IPYTHON_HEAD.match(text[: header.start()]) else None
+        return self._traceback(i, i + 1, ignored=ignored, prefix=text[: header.start()], named=named)
 
     def _julia(self, i: int, raw: str, text: str, rank: int | None, error: re.Match[str]) -> int | None:
         """Julia's uncaught exception at line ``i``, when a "Stacktrace:" follows its message: judged by its
@@ -658,9 +659,19 @@ class _Scanner:
         line = self.view.get(j - 1) if j > 0 else None
         return strip(normalize(line)[0]).strip() if line is not None else ""
 
-    def _traceback(self, i: int, first: int, *, ignored: bool = False, strict: bool = False, prefix: str = "") -> int:
+    def _traceback(
+        self,
+        i: int,
+        first: int,
+        *,
+        ignored: bool = False,
+        strict: bool = False,
+        prefix: str = "",
+        named: str | None = None,
+    ) -> int:
         """Follow the traceback that starts at line ``i`` (its frames from line ``first``) to its final
-        exception; return the index of the next line to look at. ``strict``: the frames came with no
+        exception (``named``: the type IPython's header gave, for an excerpt cut before it); return the index
+        of the next line to look at. ``strict``: the frames came with no
         header, so anything but a frame, its source line or an exception ends them. ``prefix``: what the
         header line had before "Traceback" (a logger's per-line prefix, see `_LinePrefix`)."""
         view = self.view
@@ -684,6 +695,10 @@ class _Scanner:
                     # The excerpt ends on the last frame's assert statement (a report that kept the frame that
                     # raised and not its exception, case 1904): the exception can only be an AssertionError.
                     self._cut_assertion(code_at, code, last_frame, caller)
+                elif not ignored and named and last_frame is not None and (exc := _EXCEPTION.match(named)):
+                    # IPython's header named the exception and the excerpt ends before its final line (case
+                    # 2184): the type its header gave, raised at the last frame.
+                    self._exception(i, view.get(i) or named, named, None, exc, last_frame, caller=caller)
                 break
             text, rank = normalize(line)
             text = strip(text)
