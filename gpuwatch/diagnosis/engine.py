@@ -151,6 +151,10 @@ def _assertion(code: str | None) -> tuple[str, str, int] | None:
     return None
 
 
+# Round 38B: VS Code's debugger (debugpy) reporting an exception it stopped on: "Exception has occurred:
+# RuntimeError       (note: full exception trace is shown but execution is paused at: ...)", the message on the
+# next line, then the frames innermost first (case 2300).
+_DEBUGPY_HEAD = re.compile(r"^Exception has occurred: (?P<type>[A-Za-z_][\w.]*)\b")
 # Round 34A: a list of the devices the process sees, indexed by the device the launch asked for ("place =
 # dev_list[device_id]" in RocketQA's cross encoder, given device_id=5 on a machine with fewer GPUs, case 2103):
 # an IndexError there is the launch's request past the visible GPUs, as "invalid device ordinal" is.
@@ -430,6 +434,7 @@ def _compiled(user_dir: str | None, _state: tuple[tuple[str, int, int], ...]) ->
             '", in ',  # a frame quoted without its line number (case 1457)
             "error:",
             "exception:",
+            "exception has occurred: ",  # VS Code's debugger (_DEBUGPY_HEAD)
             "assertionerror",
             "assert ",  # the statement above a bare AssertionError, read back from it (_raising_line)
             # an exception written as its repr (_EXCEPTION_REPR)
@@ -525,6 +530,8 @@ class _Scanner:
                 return after
             if text.lstrip().startswith("assert ") and (after_assert := self._bare_assertion(i, text)) is not None:
                 return after_assert
+            if (paused := _DEBUGPY_HEAD.match(text)) and (after_paused := self._debugger_report(i, raw, paused)):
+                return after_paused
             exc = _EXCEPTION.match(text)
             if exc is None and (as_repr := _EXCEPTION_REPR.match(text)):
                 text = f"{as_repr.group('type')}: {as_repr.group('msg')}"
@@ -631,6 +638,27 @@ class _Scanner:
         exc = _EXCEPTION.match("AssertionError")
         assert exc is not None
         self._exception(i, line, "AssertionError", rank, exc, frame, caller=caller, severity="error")
+
+    def _debugger_report(self, i: int, raw: str, head: re.Match[str]) -> int | None:
+        """VS Code's (debugpy's) account of an exception: "Exception has occurred: T" over the message, then
+        the frames innermost first (case 2300). Judged as a traceback whose last frame is the first shown;
+        the index after the message, or None when no message follows."""
+        line = self.view.get(i + 1)
+        if line is None:
+            return None
+        message, rank = normalize(line)
+        exc = _EXCEPTION.match(f"{head.group('type')}: {message.strip()}")
+        if exc is None:
+            return None
+        frame = None
+        for j in range(i + 2, i + 5):
+            if (below := self.view.get(j)) is None:
+                break
+            if found := _FRAME.match(normalize(below)[0]):
+                frame = _frame_path(found)
+                break
+        self._exception(i + 1, line, exc.group(0), rank, exc, frame)
+        return i + 2
 
     def _bare_assertion(self, i: int, text: str) -> int | None:
         """An assert statement whose frames a report cut, followed (over its carets) by its AssertionError
