@@ -151,6 +151,9 @@ def _assertion(code: str | None) -> tuple[str, str, int] | None:
     return None
 
 
+# A traceback written on one line (_inline_traceback): its frames, and the exception after the last of them.
+_INLINE_FRAME = re.compile(r'\bFile "(?P<path>[^"]+)", line \d+, in [\w<>.]+')
+_INLINE_EXCEPTION = re.compile(r"(?:^|(?<=\s))(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): ")
 # Round 38B: VS Code's debugger (debugpy) reporting an exception it stopped on: "Exception has occurred:
 # RuntimeError       (note: full exception trace is shown but execution is paused at: ...)", the message on the
 # next line, then the frames innermost first (case 2300).
@@ -553,6 +556,8 @@ class _Scanner:
                 self._line(i, raw, text, prefix_rank)
                 self._reboot(i, raw)
             return i + 1
+        if (rest := text[header.end() :]) and self._inline_traceback(i, raw, rest, prefix_rank):
+            return i + 1
         # Python's "Exception ignored in: ..." tracebacks (a destructor failing during shutdown) are noise.
         before = view.get(i - 1)
         ignored = before is not None and normalize(before)[0].startswith("Exception ignored in")
@@ -638,6 +643,28 @@ class _Scanner:
         exc = _EXCEPTION.match("AssertionError")
         assert exc is not None
         self._exception(i, line, "AssertionError", rank, exc, frame, caller=caller, severity="error")
+
+    def _inline_traceback(self, i: int, raw: str, rest: str, rank: int | None) -> bool:
+        """A whole traceback on the line of its header: its line breaks lost to spaces (a pasted report, a
+        platform's log view: Polyaxon's scheduler, case 1631) or escaped as "\\n" (a JSON log). Judged by its last
+        exception and the frame before it; False when the rest of the line holds no frame."""
+        rest = rest.replace("\\n", "\n").replace('\\"', '"')
+        frames = list(_INLINE_FRAME.finditer(rest))
+        if not frames:
+            return False
+        tail = rest[frames[-1].end() :]
+        last = None
+        for found in _INLINE_EXCEPTION.finditer(tail):
+            last = found
+        if last is None:
+            return False
+        message = tail[last.end() :].strip().splitlines()
+        exc = _EXCEPTION.match(f"{last.group('type')}: {message[0] if message else ''}")
+        if exc is None:
+            return False
+        caller = frames[-2].group("path") if len(frames) > 1 else None
+        self._exception(i, raw, exc.group(0), rank, exc, frames[-1].group("path"), caller=caller)
+        return True
 
     def _debugger_report(self, i: int, raw: str, head: re.Match[str]) -> int | None:
         """VS Code's (debugpy's) account of an exception: "Exception has occurred: T" over the message, then

@@ -88,3 +88,24 @@ def test_a_controller_s_own_bracketed_assertion_is_the_platform_s() -> None:
     assert reason_and_rule(_SKYPILOT) == ("framework_error", "controller-bracketed-exception")
     # the job's own error in the same format is not the controller's assertion
     assert reason_of("Failure reason: Unexpected error occurred: [ValueError] bad config\n") != "framework_error"
+
+
+# polyaxon/polyaxon (case 1631, a miss of round 21): the whole traceback on one line, as the report pasted it.
+_ONE_LINE = (
+    'Traceback (most recent call last): File "/polyaxon/polyaxon/scheduler/experiment_scheduler.py", line 493, in start_experiment '
+    'use_sidecar=True) File "/polyaxon/polyaxon/scheduler/spawners/tensorflow_spawner.py", line 108, in create_job_uuids '
+    "uuid.uuid4().hex for _ in self.get_n_pods(task_type=TaskType.WORKER)] TypeError: 'int' object is not iterable\n"
+)
+
+
+def test_a_traceback_on_one_line_is_read_as_one() -> None:
+    assert reason_and_rule(_ONE_LINE) == ("framework_error", "exception-TypeError")
+    # the same with its line breaks escaped, as a JSON log keeps it, and raised in the script's own file
+    escaped = (
+        '{"level": "error", "msg": "Traceback (most recent call last):\\n  File \\"/app/train.py\\", line 12, in <module>\\n'
+        "    main()\\nKeyError: 'labels'\"}\n"
+    )
+    assert reason_and_rule(escaped) == ("script_error", "exception-KeyError")
+    # the message still goes through the rules
+    oom = 'Traceback (most recent call last): File "/app/train.py", line 3, in <module> loss.backward() torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n'
+    assert reason_of(oom) == "gpu_oom"
