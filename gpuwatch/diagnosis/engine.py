@@ -439,7 +439,7 @@ def _compiled(user_dir: str | None, _state: tuple[tuple[str, int, int], ...]) ->
             "exception:",
             "exception has occurred: ",  # VS Code's debugger (_DEBUGPY_HEAD)
             "assertionerror",
-            "assert ",  # the statement above a bare AssertionError, read back from it (_raising_line)
+            "assert ",  # a statement above a bare AssertionError, read forward from it (_bare_assertion)
             # an exception written as its repr (_EXCEPTION_REPR)
             'error("',
             "error('",
