@@ -326,7 +326,7 @@ def test_server_down_during_a_failure_the_supervisor_decides_and_reports_later(
     assert _finish(proc) == 0, proc.output()[-3000:]
     _assert_same_params(out, baseline)
     job = cluster.job("offline-job")
-    runs = wait_until(lambda: len(r := cluster.runs("offline-job")) == 2 and r, what="both runs recorded")
+    runs = wait_until(lambda: len(r := cluster.runs("offline-job")) == 2 and r, timeout=90, what="both runs recorded")
     assert sorted(r["state"] for r in runs) == ["failed", "succeeded"]
     (incident,) = cluster.incidents(job["id"])
     assert incident["diagnosis"]["reason"] == "preempted"

@@ -41,8 +41,8 @@ def cluster(settings: Settings) -> Iterator[Cluster]:
     url = config.effective_database_url
     with InProcessServer(config) as srv:
         tokens = (new_token(url, "a"), new_token(url, "b"), new_admin_token(url))
-        clients = [httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {t}"}, timeout=10) for t in tokens]
-        anonymous = httpx.Client(base_url=srv.url, timeout=10)
+        clients = [httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {t}"}, timeout=60) for t in tokens]
+        anonymous = httpx.Client(base_url=srv.url, timeout=60)
         job = clients[2].post("/api/v1/jobs", json={"name": "j", "member_nodes": ["a", "b"]})
         assert job.status_code == 201, job.text
         c = Cluster(srv, *clients, anonymous, job.json()["id"])
