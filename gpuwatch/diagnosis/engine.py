@@ -184,6 +184,31 @@ _LOOKUP_FRAME = re.compile(r", in __getattr(?:ibute)?__\s*$")
 # ordinal" is.
 _BY_INDEX_FRAME = re.compile(r", in nvmlDeviceGetHandleByIndex\w*\s*$")
 _NVML_INVALID_ARGUMENT = re.compile(r"^(?:\w+\.)*NVMLError_InvalidArgument\b")
+# Round 41A/42B: a module's body run as it is imported (its frame "in <module>", called by another frame, the
+# import statement) asking another module for a name that module does not have: "module 'distutils' has no
+# attribute 'version'" in torch's tensorboard/__init__.py under a newer setuptools (Pocket2Mol, case 2402),
+# "module 'torchvision.transforms.v2' has no attribute 'ConvertDtype'" in RT-DETR's transforms.py under another
+# torchvision (case 2431). The environment holds versions that do not fit together: the run cannot import what
+# it needs, as an ImportError says. The entry script's own body (its frame the first, or runpy's) asking a
+# module is still the script's call (OpenNRE's example, case 1930).
+_IMPORTING_FRAME = re.compile(r", in <module>\s*$")
+_RUNPY_FRAME = re.compile(r"[\\/]runpy\.py\b")
+_MODULE_LACKS = re.compile(r"^module '[\w.]+' has no attribute '\w+'")
+# Round 41A: CUDA used in a DataLoader worker that was forked from a process that had initialised it: the
+# worker's "CUDA error: initialization error" (PyG's NeighborLoader over a graph on the GPU with num_workers > 0,
+# case 2398) or torch's "Cannot re-initialize CUDA in forked subprocess". The data pipeline's set-up, not the
+# GPU: on the CPU, or with workers started by spawn, it runs.
+_WORKER_CUDA_INIT = re.compile(r"CUDA error: initialization error|Cannot re-initialize CUDA in forked subprocess")
+# Round 42B: a KeyError quoted under the line that raised it, with no frame to say whose code that is, where the
+# line reads an entry of a loaded checkpoint ("self._epoch = checkpoint['meta']['epoch']", resuming Co-DETR from
+# released weights that hold only a state_dict, case 2438): the file lacks the entry, as a KeyError raised in a
+# framework's checkpoint loading says (cases 415, 417). In a frame of the script's own, it stays the script's.
+# Round 42A: h5py's KeyError for an object an HDF5 file does not hold ("Unable to open object (object 'hdf5_path'
+# doesn't exist)", HTS-AT reading AudioSet's packed waveforms, case 2430; "Unable to synchronously open object" in
+# h5py 3): the file the run reads is not what it expects: a dataset's read error, or, raised in a checkpoint's
+# loading (Keras' load_weights), the checkpoint's.
+_H5_MISSING = re.compile(r"Unable to (?:synchronously )?open object \(object '[^']*' doesn't exist\)")
+_CHECKPOINT_ENTRY = re.compile(r"\b(?:checkpoint|ckpt|state_dict)\w*\s*\[\s*['\"]")
 # Round 29B: a type error inside a loader is the file not being what the loader expects (flair's load_from_file
 # subscripting what an older flair pickled as a whole SequenceTagger, case 1924), as its KeyError is.
 _CHECKPOINT_EXCEPTIONS = frozenset(
@@ -546,6 +571,13 @@ class _Scanner:
                 # frame that raised it under it and no exception after that frame (case 794), the frame
                 # says where it was raised.
                 frame, after = self._frames_after(i + 1)
+                if (
+                    frame is None
+                    and exc.group("type").rsplit(".", 1)[-1] == "KeyError"
+                    and _CHECKPOINT_ENTRY.search(self._line_before(i, _LinePrefix("")))
+                ):
+                    self._add(i, raw, prefix_rank, "checkpoint_load_error", "root", 0.7, 52, "checkpoint-entry-missing")
+                    return after
                 under = view.get(i + 1) if frame is None else None
                 jar = _JAVA_JAR_FRAME.match(normalize(under)[0]) if under is not None else None
                 self._exception(
@@ -739,6 +771,7 @@ class _Scanner:
         from_worker = False  # the DataLoader re-raised a worker's exception
         locating = False  # the last frame is Hydra's _locate
         by_index = False  # a frame of NVML's device lookup by index was passed
+        importing = False  # the last frame is a module's body run by an import (a frame called it)
         code: str | None = None  # the source line under the last frame
         code_at = -1  # its index
         op_caller: str | None = None  # the last frame that is not torch's own
@@ -759,6 +792,11 @@ class _Scanner:
             text = strip(text)
             frame = _FRAME.match(text)
             if frame:
+                importing = (
+                    _IMPORTING_FRAME.search(text) is not None
+                    and last_frame is not None
+                    and not _RUNPY_FRAME.search(last_frame)
+                )
                 caller, last_frame = last_frame, _frame_path(frame)
                 if not _TORCH_OWN_FRAME.search(last_frame):
                     op_caller = last_frame
@@ -786,6 +824,13 @@ class _Scanner:
                     self._add(j, line, rank, said[0], "root", 0.75, said[2], said[1], "fatal")
                 elif not ignored and name == "IndexError" and _DEVICE_LIST_INDEX.search(self._line_before(j, strip)):
                     self._add(j, line, rank, "argument_error", "root", 0.75, 60, "device-list-index", "fatal")
+                elif (
+                    not ignored
+                    and importing
+                    and name == "AttributeError"
+                    and _MODULE_LACKS.match(exc.group("msg") or "")
+                ):
+                    self._add(j, line, rank, "import_error", "root", 0.75, 59, "import-time-missing-name", "fatal")
                 elif not ignored:
                     frame_of = caller if lookup and exc.group("type").endswith("AttributeError") else last_frame
                     if code is not None and _LOOP_LINE.match(code):
@@ -902,6 +947,17 @@ class _Scanner:
             and any(rule.id in _CALLER_SHAPE_RULES for rule, _ in self.rules.match_at(text))
         ):
             self._add(i, raw, rank, "framework_error", "root", 0.75, 51, "layer-input-shape-in-framework", severity)
+            return
+        if name == "KeyError" and _H5_MISSING.search(msg):
+            reason, rule = (
+                ("checkpoint_load_error", "h5-object-missing-checkpoint")
+                if loading
+                else ("dataloader_error", "h5-object-missing")
+            )
+            self._add(i, raw, rank, reason, "root", 0.7, 52, rule, _severity("error", severity))
+            return
+        if from_worker and _WORKER_CUDA_INIT.search(msg):
+            self._add(i, raw, rank, "dataloader_error", "root", 0.75, 62, "loader-worker-cuda-init", severity)
             return
         if self._line(i, raw, text, rank, severity):
             return  # the message itself says what happened (CUDA error, NCCL error, OOM, ...)
@@ -1090,6 +1146,8 @@ def _weigh(
         # have run on the GPU, so a progress line printed after it is output the assertion overtook (the device
         # prints asynchronously), not a run that went on (round 16: WaveRNN's NLL assertions, then a progress
         # line and CUDNN_STATUS_EXECUTION_FAILED, case 1447).
+        if not survived and after[0].role == "root" and _worker_cause(c, after[0]):
+            continue
         if not survived and after[0].role == "root" and c.rule_id != "cuda-device-assert":
             went_on = progress.get(c.evidence.line)
             survived = went_on is not None and went_on < after[0].evidence.line
@@ -1110,6 +1168,20 @@ def _weigh(
             if any(d.evidence.line < limit and _same_process(d, c) for d in causes):
                 out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} ({why})")
     return out
+
+
+# Round 42A: a storage fault that a DataLoader worker printed before the loader reported that worker's failure
+# (sox's "can't open input file `...wav': Input/output error", then "Caught RuntimeError in DataLoader worker
+# process 28." with the worker's own traceback cut, AST's ESC-50 recipe, case 2420): the
+# training lines between them are the main process's steps on the batches other workers had made, not a run
+# that went on from the fault, which is the worker's cause.
+_WORKER_FAILURES = frozenset({"dataloader", "loader-worker-reraise"})
+_WORKER_CAUSES = frozenset({"storage_error"})
+
+
+def _worker_cause(c: Candidate, failure: Candidate) -> bool:
+    """Whether ``c`` is a fault a DataLoader worker printed before ``failure``, the loader's report of it."""
+    return c.reason in _WORKER_CAUSES and failure.rule_id in _WORKER_FAILURES
 
 
 def _from_exit(source: LogSource) -> Candidate | None:
