@@ -198,6 +198,11 @@ _MODULE_LACKS = re.compile(r"^module '[\w.]+' has no attribute '\w+'")
 # worker's "CUDA error: initialization error" (PyG's NeighborLoader over a graph on the GPU with num_workers > 0,
 # case 2398) or torch's "Cannot re-initialize CUDA in forked subprocess". The data pipeline's set-up, not the
 # GPU: on the CPU, or with workers started by spawn, it runs.
+# Round 45A: a DataLoader worker failing to receive its task, in multiprocessing's own frames of its index queue
+# (queues.py's get unpickling the index a sampler sent: TorchGeo's BoundingBox rebuilt without its fields,
+# "TypeError: __new__() missing 5 required positional arguments", case 2510): the data pipeline's objects do not
+# survive the trip to the worker, whatever the exception says.
+_WORKER_RECEIVE_FRAME = re.compile(r"[\\/]multiprocessing[\\/](?:queues|reduction|connection)\.py$")
 _WORKER_CUDA_INIT = re.compile(r"CUDA error: initialization error|Cannot re-initialize CUDA in forked subprocess")
 # Round 42B: a KeyError quoted under the line that raised it, with no frame to say whose code that is, where the
 # line reads an entry of a loaded checkpoint ("self._epoch = checkpoint['meta']['epoch']", resuming Co-DETR from
@@ -208,6 +213,12 @@ _WORKER_CUDA_INIT = re.compile(r"CUDA error: initialization error|Cannot re-init
 # h5py 3): the file the run reads is not what it expects: a dataset's read error, or, raised in a checkpoint's
 # loading (Keras' load_weights), the checkpoint's.
 _H5_MISSING = re.compile(r"Unable to (?:synchronously )?open object \(object '[^']*' doesn't exist\)")
+# Round 45B: the last line of an excerpt, under its last frame's source line, a sentence with no exception type
+# ("The size of tensor a (76800) must match the size of tensor b (32768) at non-singleton dimension 1", UNETR++ on
+# the reporter's own data, case 2519; "Function MulBackward0 returned an invalid gradient at index 0" under
+# RoboSat.pink's trainer, case 2514): the report pasted the error from the issue's title, its type lost. Judged
+# as the traceback's final exception would be, by its message and the frame that raised it.
+_UNTYPED_MESSAGE = re.compile(r"^[A-Z][a-z]+(?: [\w(),.:'\[\]=<>-]+){3,}$")
 _CHECKPOINT_ENTRY = re.compile(r"\b(?:checkpoint|ckpt|state_dict)\w*\s*\[\s*['\"]")
 # Round 29B: a type error inside a loader is the file not being what the loader expects (flair's load_from_file
 # subscripting what an older flair pickled as a whole SequenceTagger, case 1924), as its KeyError is.
@@ -260,7 +271,8 @@ _RAN_DRY = re.compile(r"generator raised StopIteration")
 # the user runs rather than a framework it runs on: the taxonomy files it with the script's. A framework's
 # own exceptions (its ValueError, its RuntimeError) are still judged by where they were raised.
 # Round 10A: a division by zero too (diffwave's learner dividing by the length of an empty dataset, case
-# 952).
+# 952). Round 45B: a general-purpose library's own None bug is that library's, not an application's (threadpoolctl
+# reading a BLAS library's config that is None under nnU-Net on Windows, case 2528).
 _CODE_BUG_TYPES = frozenset({"NameError", "UnboundLocalError", "ZeroDivisionError"})
 _NONE_MISUSE = re.compile(
     r"cannot unpack non-iterable NoneType object|^'NoneType' object (?:is not (?:subscriptable|iterable|callable)"
@@ -277,7 +289,7 @@ def _application_bug(name: str, msg: str, frame: str, frameworks: Frameworks) ->
     if name not in _CODE_BUG_TYPES and not (name in ("TypeError", "AttributeError") and _NONE_MISUSE.search(msg)):
         return False
     package = frameworks.installed_package(frame)
-    return package is not None and not frameworks.package(package)
+    return package is not None and not frameworks.package(package) and not frameworks.library(package)
 
 
 # A general-purpose library (`[frameworks] libraries`: numpy, scipy, cupy) refusing the
@@ -774,6 +786,7 @@ class _Scanner:
         importing = False  # the last frame is a module's body run by an import (a frame called it)
         code: str | None = None  # the source line under the last frame
         code_at = -1  # its index
+        last_body = -2  # the last line of the last frame's block (its source line and the carets under it)
         op_caller: str | None = None  # the last frame that is not torch's own
         after_frame = False
         for j in range(first, i + _MAX_TRACEBACK):
@@ -852,8 +865,37 @@ class _Scanner:
                         bare=_BARE_RAISE.match(code or "") is not None,
                     )
                 return j + 1
+            if (
+                not after_frame
+                and code is not None
+                and j == last_body + 1
+                and last_frame is not None
+                and _UNTYPED_MESSAGE.match(text)
+                and view.get(j + 1) is None
+            ):
+                # The excerpt ends on a sentence under the last frame's source line: the final exception's
+                # line with its type lost (a report that pasted the issue's title under the frames).
+                if not ignored:
+                    typed = f"Exception: {text}"
+                    self._exception(
+                        j,
+                        line,
+                        typed,
+                        rank,
+                        _EXCEPTION.match(typed),  # type: ignore[arg-type]
+                        last_frame,
+                        loading,
+                        from_loader=from_loader,
+                        from_worker=from_worker,
+                        op_caller=op_caller,
+                        caller=caller,
+                    )
+                return j + 1
+            if _TRACEBACK_BODY.match(text) and last_body == j - 1:
+                last_body = j  # carets under the source line: still right under it
             if after_frame and not _TRACEBACK_BODY.match(text):
                 code, code_at, after_frame = text, j, False
+                last_body = j
             elif strict and not _TRACEBACK_BODY.match(text):
                 return j  # not a traceback's line: the scan goes on from it
             if self.rules.prefilter(line):
@@ -955,6 +997,9 @@ class _Scanner:
                 else ("dataloader_error", "h5-object-missing")
             )
             self._add(i, raw, rank, reason, "root", 0.7, 52, rule, _severity("error", severity))
+            return
+        if from_worker and frame is not None and _WORKER_RECEIVE_FRAME.search(frame):
+            self._add(i, raw, rank, "dataloader_error", "root", 0.75, 62, "loader-worker-receive", severity)
             return
         if from_worker and _WORKER_CUDA_INIT.search(msg):
             self._add(i, raw, rank, "dataloader_error", "root", 0.75, 62, "loader-worker-cuda-init", severity)
