@@ -247,6 +247,17 @@ _WORKER_OWN_REASONS = frozenset(
 # case 786), so it says nothing of where the exception came from.
 _DISPATCH_FRAME = re.compile(r"/torch/nn/modules/module\.py\b")
 _DISPATCH_CODE = re.compile(r"^return forward_call\(")
+# Round 46B: torch's no_grad decorator, which only calls the function it wraps ("decorate_context" in
+# torch/autograd/grad_mode.py or torch/utils/_contextlib.py): a traceback whose last frame is it, its source line
+# the call or not shown, was cut before the frame that raised (T2M-GPT's evaluation under @torch.no_grad(), its
+# scipy "ValueError: Imaginary component", case 2553).
+_DECORATOR_FRAME = re.compile(r"[\\/]torch[\\/](?:autograd[\\/]grad_mode|utils[\\/]_contextlib)\.py$")
+_DECORATOR_CODE = re.compile(r"^return func\(")
+# Round 46A: a mapping's lookup in a framework's own container ("__getitem__" of transformers' BatchFeature,
+# "return self.data[item]") raising KeyError answers the caller's key, as an attribute lookup hook's
+# AttributeError does: the caller's frame decides (Qwen2-VL-Finetune's data.py asking the processor's output for
+# 'pixel_values' it does not hold, case 2545).
+_ITEM_FRAME = re.compile(r", in __getitem__\s*$")
 # A line of a traceback between its frames: the source line under a frame, the carets under it,
 # "[Previous line repeated N more times]", and PyCharm's debugger's "python-BaseException" printed between a
 # frame and its source line (case 1128).
@@ -778,6 +789,7 @@ class _Scanner:
         last_frame: str | None = None
         caller: str | None = None  # the frame before the last one
         lookup = False  # the last frame is a framework's attribute-lookup hook
+        item_lookup = False  # the last frame is a container's __getitem__
         loading = False  # a frame of checkpoint loading was passed
         from_loader = False  # a frame of the DataLoader's machinery was passed
         from_worker = False  # the DataLoader re-raised a worker's exception
@@ -816,6 +828,7 @@ class _Scanner:
                 if _RERAISE_FRAME.search(text):
                     last_frame = None
                 lookup = _LOOKUP_FRAME.search(text) is not None
+                item_lookup = _ITEM_FRAME.search(text) is not None
                 loading = loading or _CHECKPOINT_FRAME.search(text) is not None
                 from_loader = from_loader or _LOADER_FRAME.search(text) is not None
                 from_worker = from_worker or _WORKER_RERAISE.search(text) is not None
@@ -846,10 +859,24 @@ class _Scanner:
                     self._add(j, line, rank, "import_error", "root", 0.75, 59, "import-time-missing-name", "fatal")
                 elif not ignored:
                     frame_of = caller if lookup and exc.group("type").endswith("AttributeError") else last_frame
+                    if (
+                        item_lookup
+                        and name == "KeyError"
+                        and caller is not None
+                        and last_frame is not None
+                        and self.rules.frameworks.path(last_frame)
+                    ):
+                        frame_of = caller
                     if code is not None and _LOOP_LINE.match(code):
                         from_loader = True
                     if frame_of is not None and _DISPATCH_FRAME.search(frame_of) and _DISPATCH_CODE.match(code or ""):
                         frame_of = None  # cut after torch's dispatch to forward: the raising frame is not shown
+                    if (
+                        frame_of is not None
+                        and _DECORATOR_FRAME.search(frame_of)
+                        and _DECORATOR_CODE.match(code or "return func(")
+                    ):
+                        frame_of = None  # cut after torch's no_grad decorator: the raising frame is not shown
                     self._exception(
                         j,
                         line,
