@@ -106,3 +106,17 @@ def test_document_and_3d_frameworks_run_from_their_checkout() -> None:
     assert reason_of(layoutlmft) == "framework_error"
     paddle3d = "Traceback (most recent call last):\n  File \"/ssd8/wuzewu/code/Paddle3D/paddle3d/apis/trainer.py\", line 170, in __init__\n    set_lr_scheduler_iters_per_epoch(optimizer._learning_rate,\nAttributeError: 'OneCycleAdam' object has no attribute '_learning_rate'\n"
     assert reason_of(paddle3d) == "framework_error"
+
+
+def test_spiking_simulators_from_their_checkout_are_frameworks() -> None:
+    # BindsNET/bindsnet (case 1967) and brian-team/brian2cuda (case 1972), older misses of round 29B
+    bindsnet = 'Traceback (most recent call last):\n  File "eth_no_inh_layer.py", line 169, in <module>\n    network.run(inputs=inputs, time=time)\n  File "/mnt/d/Downloads/git repos/bindsnet/bindsnet/network/__init__.py", line 200, in record\n    self.recording[var] = torch.cat([self.recording[var], data], 1)\nRuntimeError: dimension out of range (expected to be in range of [-1, 0], but got 1)\n'
+    assert reason_of(bindsnet) == "framework_error"
+    brian = "Traceback (most recent call last):\n  File \"/home/marcel/programming/brian2cuda/brian2cuda/device.py\", line 1560, in network_run\n    self.code_lines['before_run'].extend(lines)\nKeyError: 'before_run'\n"
+    assert reason_of(brian) == "framework_error"
+
+
+def test_the_mps_backend_refusing_a_dtype_is_the_framework_s() -> None:
+    # atomistic-machine-learning/schnetpack (case 1551, an older miss)
+    text = "TypeError: Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. Please use float32 instead.\n"
+    assert reason_and_rule(text) == ("framework_error", "mps-unsupported-dtype")
