@@ -219,6 +219,12 @@ _H5_MISSING = re.compile(r"Unable to (?:synchronously )?open object \(object '[^
 # RoboSat.pink's trainer, case 2514): the report pasted the error from the issue's title, its type lost. Judged
 # as the traceback's final exception would be, by its message and the frame that raised it.
 _UNTYPED_MESSAGE = re.compile(r"^[A-Z][a-z]+(?: [\w(),.:'\[\]=<>-]+){3,}$")
+# Round 51A: a file the run's data code reads that is not text in its encoding ("UnicodeDecodeError: 'utf-8' codec
+# can't decode bytes ..." raised in codecs' decode under minimind's dataset.py load_data, a corrupt jsonl, case
+# 2697): the dataset's read error. Raised under any other code (a config read on Windows in another locale) it
+# stays the script's.
+_CODECS_FRAME = re.compile(r"(?:<frozen codecs>|[\\/]codecs\.py)$")
+_DATA_CODE = re.compile(r"(?i)(?:^|[\\/])[\w-]*data(?:set|loader|_utils|_loader)?s?(?:\.py$|[\\/])")
 _CHECKPOINT_ENTRY = re.compile(r"\b(?:checkpoint|ckpt|state_dict)\w*\s*\[\s*['\"]")
 # Round 29B: a type error inside a loader is the file not being what the loader expects (flair's load_from_file
 # subscripting what an older flair pickled as a whole SequenceTagger, case 1924), as its KeyError is.
@@ -1024,6 +1030,15 @@ class _Scanner:
                 else ("dataloader_error", "h5-object-missing")
             )
             self._add(i, raw, rank, reason, "root", 0.7, 52, rule, _severity("error", severity))
+            return
+        if (
+            name == "UnicodeDecodeError"
+            and frame is not None
+            and caller is not None
+            and _CODECS_FRAME.search(frame)
+            and _DATA_CODE.search(caller)
+        ):
+            self._add(i, raw, rank, "dataloader_error", "root", 0.75, 58, "dataset-decode", severity)
             return
         if from_worker and frame is not None and _WORKER_RECEIVE_FRAME.search(frame):
             self._add(i, raw, rank, "dataloader_error", "root", 0.75, 62, "loader-worker-receive", severity)
