@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import builtins
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
@@ -263,6 +263,11 @@ _DECORATOR_CODE = re.compile(r"^return func\(")
 # "return self.data[item]") raising KeyError answers the caller's key, as an attribute lookup hook's
 # AttributeError does: the caller's frame decides (Qwen2-VL-Finetune's data.py asking the processor's output for
 # 'pixel_values' it does not hold, case 2545).
+# Round 55B: torch's stand-in forward of a Module that defines none ("in _forward_unimplemented", raising a bare
+# NotImplementedError): the run built a module without a forward (an nn.Sequential of a model's children that
+# holds a container, EfficientNet-PyTorch fine-tuned by the reporter's loop, case 2824): the script's, though torch
+# raised it.
+_UNIMPLEMENTED_FORWARD = re.compile(r", in _forward_unimplemented\s*$")
 _ITEM_FRAME = re.compile(r", in __getitem__\s*$")
 # A line of a traceback between its frames: the source line under a frame, the carets under it,
 # "[Previous line repeated N more times]", and PyCharm's debugger's "python-BaseException" printed between a
@@ -314,12 +319,28 @@ def _application_bug(name: str, msg: str, frame: str, frameworks: Frameworks) ->
 # numpy's mtrand.pyx, called from the project's runner (round 16, case 1459). The caller's, as the taxonomy
 # files an exception that does not end in a framework's own code; a framework's frame calling the library
 # (spaCy's parser calling cupy, case 1061) keeps it the framework's.
-_ARGUMENT_EXCEPTIONS = frozenset({"ValueError", "TypeError", "IndexError", "KeyError"})
+_ARGUMENT_EXCEPTIONS = frozenset(
+    {"ValueError", "TypeError", "IndexError", "KeyError", "ConfigAttributeError", "ConfigKeyError"}
+)
+
+
+# Round 57's session: the caller is the last frame outside the library (omegaconf's own frames between the
+# project's dataloader.py and its "ConfigAttributeError: Missing key fine_tuning", WaveGrad 2, case 2881), and a
+# report that kept only the library's frame shows no other caller (pandas' "cannot convert the series to <class
+# 'float'>" in a FinRL notebook, case 1701): the run's code is the one that called it.
+def _outside_package(paths: Sequence[str], frameworks: Frameworks) -> str | None:
+    """The last frame of ``paths`` outside the package of the last one (the code that called into it), or None
+    when every frame shown is that package's."""
+    if not paths:
+        return None
+    package = frameworks.package_of(paths[-1])
+    return next((p for p in reversed(paths[:-1]) if frameworks.package_of(p) != package), None)
 
 
 def _library_refused_caller(name: str, frame: str, caller: str | None, frameworks: Frameworks) -> bool:
-    """An argument error raised in a general-purpose library, called straight from the run's code."""
-    if name not in _ARGUMENT_EXCEPTIONS or caller is None or frameworks.path(caller):
+    """An argument error raised in a general-purpose library, called straight from the run's code, or with no
+    caller shown (a report that kept only the library's frame)."""
+    if name not in _ARGUMENT_EXCEPTIONS or (caller is not None and frameworks.path(caller)):
         return False
     package = frameworks.package_of(frame)
     return package is not None and frameworks.library(package)
@@ -796,6 +817,8 @@ class _Scanner:
         caller: str | None = None  # the frame before the last one
         lookup = False  # the last frame is a framework's attribute-lookup hook
         item_lookup = False  # the last frame is a container's __getitem__
+        unimplemented = False  # the last frame is torch's stand-in forward of a module without one
+        paths: list[str] = []  # every frame's path, in order
         loading = False  # a frame of checkpoint loading was passed
         from_loader = False  # a frame of the DataLoader's machinery was passed
         from_worker = False  # the DataLoader re-raised a worker's exception
@@ -829,12 +852,14 @@ class _Scanner:
                     and not _RUNPY_FRAME.search(last_frame)
                 )
                 caller, last_frame = last_frame, _frame_path(frame)
+                paths.append(last_frame)
                 if not _TORCH_OWN_FRAME.search(last_frame):
                     op_caller = last_frame
                 if _RERAISE_FRAME.search(text):
                     last_frame = None
                 lookup = _LOOKUP_FRAME.search(text) is not None
                 item_lookup = _ITEM_FRAME.search(text) is not None
+                unimplemented = _UNIMPLEMENTED_FORWARD.search(text) is not None
                 loading = loading or _CHECKPOINT_FRAME.search(text) is not None
                 from_loader = from_loader or _LOADER_FRAME.search(text) is not None
                 from_worker = from_worker or _WORKER_RERAISE.search(text) is not None
@@ -856,6 +881,13 @@ class _Scanner:
                     self._add(j, line, rank, said[0], "root", 0.75, said[2], said[1], "fatal")
                 elif not ignored and name == "IndexError" and _DEVICE_LIST_INDEX.search(self._line_before(j, strip)):
                     self._add(j, line, rank, "argument_error", "root", 0.75, 60, "device-list-index", "fatal")
+                elif not ignored and item_lookup and name == "RecursionError":
+                    # Round 57B: a dataset's __getitem__ that retries another index for a sample it rejects
+                    # ("return self.__getitem__(...)"), until the interpreter's depth runs out: nearly every sample is
+                    # rejected (DDSP-SVC's clips shorter than its waveform_sec, case 2884): the data's.
+                    self._add(j, line, rank, "dataloader_error", "root", 0.75, 52, "dataset-retry-recursion", "fatal")
+                elif not ignored and unimplemented and name == "NotImplementedError":
+                    self._add(j, line, rank, "script_error", "root", 0.75, 52, "module-without-forward", "fatal")
                 elif (
                     not ignored
                     and importing
@@ -895,6 +927,7 @@ class _Scanner:
                         from_worker=from_worker,
                         op_caller=op_caller,
                         caller=caller,
+                        outer=_outside_package(paths, self.rules.frameworks),
                         bare=_BARE_RAISE.match(code or "") is not None,
                     )
                 return j + 1
@@ -1005,6 +1038,7 @@ class _Scanner:
         alone: bool = False,
         op_caller: str | None = None,
         caller: str | None = None,
+        outer: str | None = None,
         library_frame: bool = False,
         bare: bool = False,
     ) -> None:
@@ -1059,7 +1093,7 @@ class _Scanner:
         in_framework = library_frame or (name in _FRAMEWORK_TYPES if frame is None else frameworks.path(frame))
         if in_framework and frame is not None and _application_bug(name, msg, frame, frameworks):
             in_framework = False
-        if in_framework and frame is not None and _library_refused_caller(name, frame, caller, frameworks):
+        if in_framework and frame is not None and _library_refused_caller(name, frame, outer or caller, frameworks):
             in_framework = False
         reason = "framework_error" if in_framework else "script_error"
         if in_framework and loading and name in _CHECKPOINT_EXCEPTIONS:

@@ -110,7 +110,7 @@ def _checkout_packages(frame: str) -> list[str]:
             continue
         outer = parts[k - 2] if parts[k - 1].lower() == "src" and k >= 3 else parts[k - 1]
         names = {outer, _BRANCH_SUFFIX.sub("", outer)}
-        if package.lower() in {n.lower().replace("-", "_") for n in names}:
+        if package.lower().replace("_", "") in {n.lower().replace("-", "").replace("_", "") for n in names}:
             found.append(package)
     return found
 
