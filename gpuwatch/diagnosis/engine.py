@@ -95,9 +95,20 @@ _JULIA_OWN = re.compile(r"^(?:Base|Core)(?:\.|$)|^\./|[\\/]share[\\/]julia[\\/]|
 _JULIA_PACKAGE = re.compile(r"[\\/]\.julia[\\/](?:packages|artifacts)[\\/]")
 
 
+# Round 59A: a Cython module's frame names its .pyx without the package's directories ('File "mtrand.pyx", line 894, in
+# numpy.random.mtrand.RandomState.choice', DPR's reader, case 2931); the function's qualified name carries them.
+_BARE_PYX = re.compile(r"^\w+\.pyx$")
+_QUALNAME = re.compile(r", in ([\w.]+)\s*$")
+
+
 def _frame_path(frame: re.Match[str]) -> str:
-    """The path a frame names, whichever way it was written."""
-    return next(frame.group(g) for g in ("path", "ipython", "ipy8", "rich", "cut") if frame.group(g))
+    """The path a frame names, whichever way it was written (a bare .pyx placed in its package's directories)."""
+    path = next(frame.group(g) for g in ("path", "ipython", "ipy8", "rich", "cut") if frame.group(g))
+    if _BARE_PYX.match(path) and (qual := _QUALNAME.search(frame.string)) is not None:
+        parts, stem = qual.group(1).split("."), path[: -len(".pyx")]
+        if stem in parts[:-1]:
+            return "/".join(parts[: parts.index(stem)]) + "/" + path
+    return path
 
 
 # A framework's package also when it runs from its source tree (a container's /t5x/t5x/train.py, a clone's
@@ -225,6 +236,16 @@ _UNTYPED_MESSAGE = re.compile(r"^[A-Z][a-z]+(?: [\w(),.:'\[\]=<>-]+){3,}$")
 # stays the script's.
 _CODECS_FRAME = re.compile(r"(?:<frozen codecs>|[\\/]codecs\.py)$")
 _DATA_CODE = re.compile(r"(?i)(?:^|[\\/])[\w-]*data(?:set|loader|_utils|_loader)?s?(?:\.py$|[\\/])")
+# Round 60A, and older misses (2008, 2765): Python's and numpy's words for an empty collection ("not enough values to
+# unpack (expected 2, got 0)" from zip(*cache.values()) in yolov5-face's dataset with every label rejected; "empty
+# range for randrange() (0,0, 0)" picking a mask from an empty mask list in EdgeConnect's dataset), raised in a data
+# module's code or called by it: the dataset came out empty, the data's. The same words in the run's other code
+# stay the script's (DPR's reader choosing among no positives, case 2931).
+_EMPTY_DATA = re.compile(
+    r"not enough values to unpack \(expected \d+, got 0\)|empty range for randrange\(\)"
+    r"|Cannot choose from an empty sequence|attempt to get arg(?:min|max) of an empty sequence"
+    r"|num_samples should be a positive integer value, but got num_samples=0"
+)
 _CHECKPOINT_ENTRY = re.compile(r"\b(?:checkpoint|ckpt|state_dict)\w*\s*\[\s*['\"]")
 # Round 29B: a type error inside a loader is the file not being what the loader expects (flair's load_from_file
 # subscripting what an older flair pickled as a whole SequenceTagger, case 1924), as its KeyError is.
@@ -333,8 +354,12 @@ def _outside_package(paths: Sequence[str], frameworks: Frameworks) -> str | None
     when every frame shown is that package's."""
     if not paths:
         return None
-    package = frameworks.package_of(paths[-1])
-    return next((p for p in reversed(paths[:-1]) if frameworks.package_of(p) != package), None)
+
+    def unit(path: str) -> str:  # the package, or for code in no package (the stdlib's random.py) its directory
+        return frameworks.package_of(path) or re.split(r"[\\/][^\\/]*$", path)[0]
+
+    last = unit(paths[-1])
+    return next((p for p in reversed(paths[:-1]) if unit(p) != last), None)
 
 
 def _library_refused_caller(name: str, frame: str, caller: str | None, frameworks: Frameworks) -> bool:
@@ -352,7 +377,7 @@ def _library_refused_caller(name: str, frame: str, caller: str | None, framework
 # script's or the model's; a framework's when a framework's own code called it (round 12A: peft's LoRA layer
 # calling F.linear on a weight ZeRO had partitioned, case 1086), as the labelling rules say.
 _CALLER_SHAPE_RULES = frozenset({"layer-input-shape"})
-_TORCH_OWN_FRAME = re.compile(r"[\\/]torch[\\/]")
+_TORCH_OWN_FRAME = re.compile(r"[\\/](?:torch|tensorflow|keras|tf_keras)[\\/]")
 
 
 def _framework_caller(frame: str, frameworks: Frameworks) -> bool:
@@ -1073,6 +1098,13 @@ class _Scanner:
             and _DATA_CODE.search(caller)
         ):
             self._add(i, raw, rank, "dataloader_error", "root", 0.75, 58, "dataset-decode", severity)
+            return
+        if (
+            name == "ValueError"
+            and _EMPTY_DATA.search(msg)
+            and any(p is not None and _DATA_CODE.search(p) for p in (frame, caller, outer))
+        ):
+            self._add(i, raw, rank, "dataloader_error", "root", 0.7, 52, "empty-data", severity)
             return
         if from_worker and frame is not None and _WORKER_RECEIVE_FRAME.search(frame):
             self._add(i, raw, rank, "dataloader_error", "root", 0.75, 62, "loader-worker-receive", severity)

@@ -100,15 +100,15 @@ _BRANCH_SUFFIX = re.compile(r"(?i)[-_.](?:main|master|develop|dev|v?\d[\w.]*)$")
 
 
 def _checkout_packages(frame: str) -> list[str]:
-    """The package directories in ``frame`` that sit right inside (or under src/ of) a directory named
-    for them: a framework's repository run from its checkout."""
+    """The package directories in ``frame`` that sit right inside (or under src/ or python/ of) a directory
+    named for them: a framework's repository run from its checkout."""
     parts = _PATH_SEP.split(frame)[:-1]  # the directories; the last part is the file
     found = []
     for k in range(2, len(parts)):
         package = parts[k]
         if not _IDENTIFIER.fullmatch(package):
             continue
-        outer = parts[k - 2] if parts[k - 1].lower() == "src" and k >= 3 else parts[k - 1]
+        outer = parts[k - 2] if parts[k - 1].lower() in ("src", "python") and k >= 3 else parts[k - 1]
         names = {outer, _BRANCH_SUFFIX.sub("", outer)}
         if package.lower().replace("_", "") in {n.lower().replace("-", "").replace("_", "") for n in names}:
             found.append(package)
