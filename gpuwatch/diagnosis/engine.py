@@ -244,7 +244,6 @@ _DATA_CODE = re.compile(r"(?i)(?:^|[\\/])[\w-]*data(?:set|loader|_utils|_loader)
 _EMPTY_DATA = re.compile(
     r"not enough values to unpack \(expected \d+, got 0\)|empty range for randrange\(\)"
     r"|Cannot choose from an empty sequence|attempt to get arg(?:min|max) of an empty sequence"
-    r"|num_samples should be a positive integer value, but got num_samples=0"
 )
 _CHECKPOINT_ENTRY = re.compile(r"\b(?:checkpoint|ckpt|state_dict)\w*\s*\[\s*['\"]")
 # Round 29B: a type error inside a loader is the file not being what the loader expects (flair's load_from_file
