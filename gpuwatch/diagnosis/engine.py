@@ -185,6 +185,9 @@ _CHECKPOINT_FRAME = re.compile(
     r"\bin _?(?:load_from_checkpoint|load_model_state|load_state_dict(?:_\w+)?|load_checkpoint|restore_training_state"
     r"|load_from_file|restore_model|restore_optimizers_and_schedulers|resume_from_checkpoint"
     r"|load_from_state_dict|load_npz|load_hdf5|load_weights)\b|checkpoint_connector\.py|/chainer/serializers/"
+    # Round 62A: torch.distributed.checkpoint's loader (its "assert metadata is not None" under SimpleTuner's FSDP
+    # resume, case 3019)
+    r"|[\\/]torch[\\/]distributed[\\/]checkpoint[\\/]state_dict_loader\.py"
 )
 # A framework's attribute-lookup hook (torch's Module.__getattr__): an AttributeError it raises answers the
 # caller's lookup (`model.module` on a model DDP never wrapped), so the frame before it decides.
@@ -229,6 +232,9 @@ _H5_MISSING = re.compile(r"Unable to (?:synchronously )?open object \(object '[^
 # the reporter's own data, case 2519; "Function MulBackward0 returned an invalid gradient at index 0" under
 # RoboSat.pink's trainer, case 2514): the report pasted the error from the issue's title, its type lost. Judged
 # as the traceback's final exception would be, by its message and the frame that raised it.
+# Round 62A: a raise statement with a literal message, the last line of a cut excerpt ("raise ValueError(f\"Can't find
+# a valid checkpoint at {checkpoint_path}\")").
+_RAISE_STATEMENT = re.compile(r"^raise (?P<type>[A-Z]\w*(?:Error|Exception))\(f?(?P<q>[\"'])(?P<msg>.+?)(?P=q)\)\s*$")
 _UNTYPED_MESSAGE = re.compile(r"^[A-Z][a-z]+(?: [\w(),.:'\[\]=<>-]+){3,}$")
 # Round 51A: a file the run's data code reads that is not text in its encoding ("UnicodeDecodeError: 'utf-8' codec
 # can't decode bytes ..." raised in codecs' decode under minimind's dataset.py load_data, a corrupt jsonl, case
@@ -857,7 +863,25 @@ class _Scanner:
         for j in range(first, i + _MAX_TRACEBACK):
             line = view.get(j)
             if line is None:
-                if not ignored and code is not None and code.startswith("assert") and last_frame is not None:
+                raised = _RAISE_STATEMENT.match(code or "") if not ignored and last_frame is not None else None
+                if raised is not None:
+                    # The excerpt ends on the last frame's raise statement (transformers' "raise ValueError(f\"Can't
+                    # find a valid checkpoint at {checkpoint_path}\")", open-r1's resume, case 3021): that exception,
+                    # with the statement's literal message, raised at that frame.
+                    typed = f"{raised.group('type')}: {raised.group('msg')}"
+                    if (exc_cut := _EXCEPTION.match(typed)) is not None:
+                        self._exception(
+                            code_at,
+                            view.get(code_at) or typed,
+                            typed,
+                            None,
+                            exc_cut,
+                            last_frame,
+                            loading,
+                            caller=caller,
+                            severity="error",
+                        )
+                elif not ignored and code is not None and code.startswith("assert") and last_frame is not None:
                     # The excerpt ends on the last frame's assert statement (a report that kept the frame that
                     # raised and not its exception, case 1904): the exception can only be an AssertionError.
                     self._cut_assertion(code_at, code, last_frame, caller)

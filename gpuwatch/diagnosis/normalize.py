@@ -44,6 +44,9 @@ _PREFIXES = (
     re.compile(r"^\|\s*(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\s*\|\s*[\w.<>-]+:[\w.<>-]+:\d+\s+-\s+"),
     # logging.basicConfig's "LEVEL:logger:" ("ERROR:root:", "WARNING:tensorflow:")
     re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:"),
+    # the logging cookbook's "%(asctime)s - %(name)s - %(levelname)s - %(message)s" after its timestamp: "SimpleTuner
+    # - INFO - " before each line of a traceback the trainer logged (case 3019)
+    re.compile(r"^[\w.<>-]+ - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - "),
     re.compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}\]\s*"),  # dmesg -T
     # syslog: "May  1 12:34:56 host kernel: ", "Jan 31 18:00:47 thot python3.10[2761]: " (the program's tag)
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ (?:[\w./@-]+(?:\[\d+\])?: )?"),
