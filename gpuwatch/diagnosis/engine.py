@@ -218,10 +218,6 @@ _MODULE_LACKS = re.compile(r"^module '[\w.]+' has no attribute '\w+'")
 # survive the trip to the worker, whatever the exception says.
 _WORKER_RECEIVE_FRAME = re.compile(r"[\\/]multiprocessing[\\/](?:queues|reduction|connection)\.py$")
 _WORKER_CUDA_INIT = re.compile(r"CUDA error: initialization error|Cannot re-initialize CUDA in forked subprocess")
-# Round 42B: a KeyError quoted under the line that raised it, with no frame to say whose code that is, where the
-# line reads an entry of a loaded checkpoint ("self._epoch = checkpoint['meta']['epoch']", resuming Co-DETR from
-# released weights that hold only a state_dict, case 2438): the file lacks the entry, as a KeyError raised in a
-# framework's checkpoint loading says (cases 415, 417). In a frame of the script's own, it stays the script's.
 # Round 42A: h5py's KeyError for an object an HDF5 file does not hold ("Unable to open object (object 'hdf5_path'
 # doesn't exist)", HTS-AT reading AudioSet's packed waveforms, case 2430; "Unable to synchronously open object" in
 # h5py 3): the file the run reads is not what it expects: a dataset's read error, or, raised in a checkpoint's
@@ -232,10 +228,10 @@ _H5_MISSING = re.compile(r"Unable to (?:synchronously )?open object \(object '[^
 # the reporter's own data, case 2519; "Function MulBackward0 returned an invalid gradient at index 0" under
 # RoboSat.pink's trainer, case 2514): the report pasted the error from the issue's title, its type lost. Judged
 # as the traceback's final exception would be, by its message and the frame that raised it.
+_UNTYPED_MESSAGE = re.compile(r"^[A-Z][a-z]+(?: [\w(),.:'\[\]=<>-]+){3,}$")
 # Round 62A: a raise statement with a literal message, the last line of a cut excerpt ("raise ValueError(f\"Can't find
 # a valid checkpoint at {checkpoint_path}\")").
 _RAISE_STATEMENT = re.compile(r"^raise (?P<type>[A-Z]\w*(?:Error|Exception))\(f?(?P<q>[\"'])(?P<msg>.+?)(?P=q)\)\s*$")
-_UNTYPED_MESSAGE = re.compile(r"^[A-Z][a-z]+(?: [\w(),.:'\[\]=<>-]+){3,}$")
 # Round 51A: a file the run's data code reads that is not text in its encoding ("UnicodeDecodeError: 'utf-8' codec
 # can't decode bytes ..." raised in codecs' decode under minimind's dataset.py load_data, a corrupt jsonl, case
 # 2697): the dataset's read error. Raised under any other code (a config read on Windows in another locale) it
@@ -251,6 +247,10 @@ _EMPTY_DATA = re.compile(
     r"not enough values to unpack \(expected \d+, got 0\)|empty range for randrange\(\)"
     r"|Cannot choose from an empty sequence|attempt to get arg(?:min|max) of an empty sequence"
 )
+# Round 42B: a KeyError quoted under the line that raised it, with no frame to say whose code that is, where the
+# line reads an entry of a loaded checkpoint ("self._epoch = checkpoint['meta']['epoch']", resuming Co-DETR from
+# released weights that hold only a state_dict, case 2438): the file lacks the entry, as a KeyError raised in a
+# framework's checkpoint loading says (cases 415, 417). In a frame of the script's own, it stays the script's.
 _CHECKPOINT_ENTRY = re.compile(r"\b(?:checkpoint|ckpt|state_dict)\w*\s*\[\s*['\"]")
 # Round 29B: a type error inside a loader is the file not being what the loader expects (flair's load_from_file
 # subscripting what an older flair pickled as a whole SequenceTagger, case 1924), as its KeyError is.
@@ -289,12 +289,12 @@ _DECORATOR_CODE = re.compile(r"^return func\(")
 # "return self.data[item]") raising KeyError answers the caller's key, as an attribute lookup hook's
 # AttributeError does: the caller's frame decides (Qwen2-VL-Finetune's data.py asking the processor's output for
 # 'pixel_values' it does not hold, case 2545).
+_ITEM_FRAME = re.compile(r", in __getitem__\s*$")
 # Round 55B: torch's stand-in forward of a Module that defines none ("in _forward_unimplemented", raising a bare
 # NotImplementedError): the run built a module without a forward (an nn.Sequential of a model's children that
 # holds a container, EfficientNet-PyTorch fine-tuned by the reporter's loop, case 2824): the script's, though torch
 # raised it.
 _UNIMPLEMENTED_FORWARD = re.compile(r", in _forward_unimplemented\s*$")
-_ITEM_FRAME = re.compile(r", in __getitem__\s*$")
 # A line of a traceback between its frames: the source line under a frame, the carets under it,
 # "[Previous line repeated N more times]", and PyCharm's debugger's "python-BaseException" printed between a
 # frame and its source line (case 1128).
@@ -382,11 +382,13 @@ def _library_refused_caller(name: str, frame: str, caller: str | None, framework
 # script's or the model's; a framework's when a framework's own code called it (round 12A: peft's LoRA layer
 # calling F.linear on a weight ZeRO had partitioned, case 1086), as the labelling rules say.
 _CALLER_SHAPE_RULES = frozenset({"layer-input-shape"})
-_TORCH_OWN_FRAME = re.compile(r"[\\/](?:torch|tensorflow|keras|tf_keras)[\\/]")
+# The op libraries whose own frames are passed over to find that caller: torch's, and (round 60A) TensorFlow's and
+# Keras's (tf.image's rank check called by MVSNet's train.py, case 1907).
+_OP_LIBRARY_FRAME = re.compile(r"[\\/](?:torch|tensorflow|keras|tf_keras)[\\/]")
 
 
 def _framework_caller(frame: str, frameworks: Frameworks) -> bool:
-    """A frame of a framework's own code (not torch's, which `_TORCH_OWN_FRAME` passes over)."""
+    """A frame of a framework's own code (not an op library's, which `_OP_LIBRARY_FRAME` passes over)."""
     if not frameworks.path(frame):
         return False
     package = frameworks.installed_package(frame)
@@ -858,7 +860,7 @@ class _Scanner:
         code: str | None = None  # the source line under the last frame
         code_at = -1  # its index
         last_body = -2  # the last line of the last frame's block (its source line and the carets under it)
-        op_caller: str | None = None  # the last frame that is not torch's own
+        op_caller: str | None = None  # the last frame that is not an op library's own
         after_frame = False
         for j in range(first, i + _MAX_TRACEBACK):
             line = view.get(j)
@@ -901,7 +903,7 @@ class _Scanner:
                 )
                 caller, last_frame = last_frame, _frame_path(frame)
                 paths.append(last_frame)
-                if not _TORCH_OWN_FRAME.search(last_frame):
+                if not _OP_LIBRARY_FRAME.search(last_frame):
                     op_caller = last_frame
                 if _RERAISE_FRAME.search(text):
                     last_frame = None
