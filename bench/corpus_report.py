@@ -48,6 +48,11 @@ def _category(reason: str) -> str:
     return REASONS[reason].category
 
 
+def _action(reason: str) -> str:
+    """What the product does with the answer: the reason's default action (restart, exclude the node, notify)."""
+    return REASONS[reason].action
+
+
 def record_first_sight(corpus: Path = CORPUS) -> list[str]:
     """Write the rules' current answer as `first_sight` into every real-text case (one with a `format`
     beside its `source`) that has none yet. Run it before changing any rule for the new cases, and
@@ -144,6 +149,7 @@ def report(markdown: bool = False, last: int | None = None) -> str:
     first_reason = sum(m["first_sight"] == m["reason"] for _, m, _ in new)
     first_cat = sum(_category(m["first_sight"]) == _category(m["reason"]) for _, m, _ in new)
     first_unknown = sum(m["first_sight"] == "unknown" for _, m, _ in new)
+    first_action = sum(_action(m["first_sight"]) == _action(m["reason"]) for _, m, _ in new)
     final_new = sum(d.reason == m["reason"] for _, m, d in new)
     final_new_cat = sum(d.category == _category(m["reason"]) for _, m, d in new)
     all_reason = sum(d.reason == m["reason"] for _, m, d in results)
@@ -153,6 +159,7 @@ def report(markdown: bool = False, last: int | None = None) -> str:
         f"real-text cases: {len(new)} from {len(sources)} sources\n"
         f"  first sight: reason {pct(first_reason, len(new))}, category {pct(first_cat, len(new))}, "
         f"unknown {pct(first_unknown, len(new))}\n"
+        f"               default action {pct(first_action, len(new))}\n"
         f"  final:       reason {pct(final_new, len(new))}, category {pct(final_new_cat, len(new))}\n"
         f"whole corpus: {len(results)} cases; final reason {pct(all_reason, len(results))}, "
         f"category {pct(all_cat, len(results))}"
@@ -165,7 +172,11 @@ def report(markdown: bool = False, last: int | None = None) -> str:
         for commit, ms in batches.items():
             ok = sum(m["first_sight"] == m["reason"] for m in ms)
             cat = sum(_category(m["first_sight"]) == _category(m["reason"]) for m in ms)
-            out.append(f"  {commit}: {len(ms)} cases, reason {pct(ok, len(ms))}, category {pct(cat, len(ms))}")
+            act = sum(_action(m["first_sight"]) == _action(m["reason"]) for m in ms)
+            out.append(
+                f"  {commit}: {len(ms)} cases, reason {pct(ok, len(ms))}, category {pct(cat, len(ms))}, "
+                f"action {pct(act, len(ms))}"
+            )
     per = _table(new, first=True)
     per_all = _table(results, first=False)
     if markdown:
