@@ -56,6 +56,12 @@ _FRAME = re.compile(
     # case 1712): the closing quote, the line and the function still say it is one.
     r'|^\s*(?P<cut>[\w.~-]+(?:[\\/][\w.~-]+)+\.pyx?)", line \d+, in [\w<>.]+\s*$'
 )
+# Round 66's session: rich's box around a traceback whose header the excerpt cut (LLM-Shearing under FSDP, case 3126):
+# its lines are the traceback's, and a frame's path too long for the box is wrapped onto the next line anywhere, even
+# inside a name ("│ /root/.../site-packages/torch/nn/modules/m │" over "│ odule.py:1818 in state_dict │"): the
+# path's first part, alone in its box line, is joined to the frame under it.
+_RICH_BOX = re.compile(r"^[│╭╰]")
+_RICH_WRAPPED = re.compile(r"^│\s*(~?/[\w.~/-]+)\s*│$")
 # Python's header, and Sacred's for the traceback it shortens ("most recent calls WITHOUT Sacred internals").
 _TRACEBACK = re.compile(r"Traceback \(most recent calls? (?:last|WITHOUT Sacred internals)\)")
 # An exception's line; Google's API errors are named without "Error" and say an HTTP status first
@@ -169,6 +175,17 @@ _INLINE_EXCEPTION = re.compile(r"(?:^|(?<=\s))(?P<type>[A-Za-z_][\w.]*(?:Error|E
 # RuntimeError       (note: full exception trace is shown but execution is paused at: ...)", the message on the
 # next line, then the frames innermost first (case 2300).
 _DEBUGPY_HEAD = re.compile(r"^Exception has occurred: (?P<type>[A-Za-z_][\w.]*)\b")
+# Round 66's session: an exception hook's report of the exception that ended the process, anywhere in a structured
+# log line (OLMo's "olmo.util:163\tCRITICAL\tUncaught AssertionError: TorchLegacyShardedCheckpointer is being called
+# ...", case 3113): the process's fatal exception, with no frame shown.
+_UNCAUGHT = re.compile(r"\bUncaught (?=[A-Za-z_][\w.]*(?:Error|Exception)\b)")
+# Round 65's session: a launcher refusing what it was given to launch with, in its own code before any worker ran
+# (horovodrun's "ValueError: Invalid host input, please make sure it has format as : worker-0:2,worker-1:2." in
+# horovod/run/run.py, a hostfile in the wrong form, case 3083): the launch's arguments.
+_LAUNCHER_FRAME = re.compile(
+    r"[\\/]horovod[\\/]run(?:ner)?[\\/]|[\\/]torch[\\/]distributed[\\/](?:run|launch)\.py$"
+    r"|[\\/]deepspeed[\\/]launcher[\\/]|[\\/]accelerate[\\/]commands[\\/]"
+)
 # Round 34A: a list of the devices the process sees, indexed by the device the launch asked for ("place =
 # dev_list[device_id]" in RocketQA's cross encoder, given device_id=5 on a machine with fewer GPUs, case 2103):
 # an IndexError there is the launch's request past the visible GPUs, as "invalid device ordinal" is.
@@ -542,6 +559,8 @@ def _compiled(user_dir: str | None, _state: tuple[tuple[str, int, int], ...]) ->
             "root cause",
             '", line ',
             '", in ',  # a frame quoted without its line number (case 1457)
+            "│ /",  # a frame in rich's box, its header cut (_RICH_WRAPPED)
+            "│ ~/",
             "error:",
             "exception:",
             "exception has occurred: ",  # VS Code's debugger (_DEBUGPY_HEAD)
@@ -634,7 +653,7 @@ class _Scanner:
             return j + 1
         header = _TRACEBACK.search(text)
         if header is None:
-            if _FRAME.match(text):  # frames whose header was cut off (a pasted excerpt, a rank's tail)
+            if _FRAME.match(text) or _RICH_WRAPPED.match(text):  # frames whose header was cut off (a pasted excerpt)
                 return self._traceback(i, i, strict=True)
             if (julia := _JULIA_ERROR.match(text)) and (after := self._julia(i, raw, text, prefix_rank, julia)):
                 return after
@@ -646,6 +665,11 @@ class _Scanner:
             if exc is None and (as_repr := _EXCEPTION_REPR.match(text)):
                 text = f"{as_repr.group('type')}: {as_repr.group('msg')}"
                 exc = _EXCEPTION.match(text)
+            if exc is None and (uncaught := _UNCAUGHT.search(text)) is not None:
+                said = text[uncaught.end() :]
+                if (fatal := _EXCEPTION.match(said)) is not None and _python_type(fatal.group("type")):
+                    self._exception(i, raw, said, prefix_rank, fatal, None)
+                    return i + 1
             if exc and _python_type(exc.group("type")):
                 # An exception line with no traceback before it: its type and message still speak, but
                 # what printed it may have gone on (a handler that logs it): a warning, which a later
@@ -861,6 +885,7 @@ class _Scanner:
         code_at = -1  # its index
         last_body = -2  # the last line of the last frame's block (its source line and the carets under it)
         op_caller: str | None = None  # the last frame that is not an op library's own
+        wrapped = ""  # the first part of a path rich wrapped onto the next line
         after_frame = False
         for j in range(first, i + _MAX_TRACEBACK):
             line = view.get(j)
@@ -895,6 +920,9 @@ class _Scanner:
             text, rank = normalize(line)
             text = strip(text)
             frame = _FRAME.match(text)
+            if not frame and (head := _RICH_WRAPPED.match(text)) is not None:
+                wrapped = head.group(1)
+                continue
             if frame:
                 importing = (
                     _IMPORTING_FRAME.search(text) is not None
@@ -902,6 +930,9 @@ class _Scanner:
                     and not _RUNPY_FRAME.search(last_frame)
                 )
                 caller, last_frame = last_frame, _frame_path(frame)
+                if wrapped and frame.group("rich") and not last_frame.startswith(("/", "~")):
+                    last_frame = wrapped + last_frame
+                wrapped = ""
                 paths.append(last_frame)
                 if not _OP_LIBRARY_FRAME.search(last_frame):
                     op_caller = last_frame
@@ -1012,7 +1043,7 @@ class _Scanner:
             if after_frame and not _TRACEBACK_BODY.match(text):
                 code, code_at, after_frame = text, j, False
                 last_body = j
-            elif strict and not _TRACEBACK_BODY.match(text):
+            elif strict and not (_TRACEBACK_BODY.match(text) or _RICH_BOX.match(text)):
                 return j  # not a traceback's line: the scan goes on from it
             if self.rules.prefilter(line):
                 self._line(j, line, text, rank)
@@ -1141,6 +1172,9 @@ class _Scanner:
             return  # the message itself says what happened (CUDA error, NCCL error, OOM, ...)
         if name in _CASCADE_EXCEPTIONS or (name == "Exception" and not msg and not bare):
             return  # someone else's failure; a bare Exception: with its message on the lines after (mp.spawn)
+        if name == "ValueError" and frame is not None and _LAUNCHER_FRAME.search(frame):
+            self._add(i, raw, rank, "argument_error", "root", 0.7, 50, "launcher-refused-input", severity)
+            return
         if from_worker and name not in _WORKER_OWN_REASONS:
             # A worker's exception the loader handed on, its message known to no rule: the data's.
             self._add(i, raw, rank, "dataloader_error", "root", 0.75, 58, "loader-worker-reraise", severity)

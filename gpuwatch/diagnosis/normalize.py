@@ -48,8 +48,9 @@ _PREFIXES = (
     # - INFO - " before each line of a traceback the trainer logged (case 3019)
     re.compile(r"^[\w.<>-]+ - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - "),
     re.compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}\]\s*"),  # dmesg -T
-    # syslog: "May  1 12:34:56 host kernel: ", "Jan 31 18:00:47 thot python3.10[2761]: " (the program's tag)
-    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ (?:[\w./@-]+(?:\[\d+\])?: )?"),
+    # syslog: "May  1 12:34:56 host kernel: ", "Jan 31 18:00:47 thot python3.10[2761]: " (the program's tag); a
+    # paste that dropped the host ("Mar 27 17:40:36 kernel: NVRM: Xid ...", case 3053) keeps the kernel's own tag
+    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} (?:(?!kernel:)\S+ )?(?:[\w./@-]+(?:\[\d+\])?: )?"),
     re.compile(r"^\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s+"),
     # kubectl logs --prefix: "[pod/trainer-0/pytorch] "; docker compose: "trainer-1  | "
     re.compile(r"^\[pod/[\w.-]+/[\w.-]+\] "),
@@ -65,13 +66,13 @@ _PREFIXES = (
     re.compile(r"^\((?:[A-Za-z_][\w.-]*(?:, rank=\d+)?,?\s)?pid=\d+(?:, ip=[\d.]+)?\)\s*"),
 )
 # Launcher prefixes that carry the rank: torch's [rank3]:, torchrun's [default3]:, mpirun's [1,3]<stderr>:,
-# srun -l's "3: ".
+# srun -l's "3: " (padded to the widest label when there are ten tasks or more: " 93: ", case 3118).
 _RANK_PREFIXES = (
     re.compile(r"^\[rank(\d+)\]:\s?"),
     re.compile(r"^\[default(\d+)\]:\s?"),
     re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>:\s?"),
     re.compile(r"^\[\d+,mpirank:(\d+),[\w.-]+\]<std(?:out|err)>:\s?"),  # SageMaker's mpirun: [1,mpirank:0,algo-1]
-    re.compile(r"^(\d{1,5}): "),
+    re.compile(r"^ *(\d{1,5}): "),
     re.compile(r"^\[(\d{1,5})\] "),  # Intel MPI's -prepend-rank: "[3] "
     re.compile(r"^\(\w+ rank=(\d+) pid=\d+\)\s*"),
 )

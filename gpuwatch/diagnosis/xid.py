@@ -45,11 +45,11 @@ APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 69})
 #   the server (NVML):      NVML Xid event (GPU 3): 79                     (xid_event_line below)
 #   the k8s device plugin:  XidCriticalError: Xid=48 on Device=GPU-..., the device will go unhealthy.
 #   NVIDIA's docs, DCGM, nvidia-smi and monitors: "XID 48 An uncorrectable ...", "Xid: 79", "xid=94",
-#                           "Detected Xid 119 on GPU 2"
+#                           "Detected Xid 119 on GPU 2"; NHC's check_xid_errors: "Found XID errors: 63"
 XID_LINE = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+)\b"
     r"|NVML Xid event \(GPU (?P<gpu>\d+)\): (?P<nvml>\d+)\b"
-    r"|\b(?i:xid)(?:\s*[=:]\s*|\s+)(?P<other>\d{1,3})\b(?!\s*(?:ms|s|sec|seconds|%))"
+    r"|\b(?i:xid)(?:\s+(?i:errors?))?(?:\s*[=:]\s*|\s+)(?P<other>\d{1,3})\b(?!\s*(?:ms|s|sec|seconds|%))"
 )
 #: An application Xid that names the Xid behind it ("45, ... caused by previous Xid 145").
 _CAUSED_BY = re.compile(r"(?i)caused by previous Xid (\d+)")
