@@ -25,7 +25,9 @@ host; candidates of that rank are preferred.
 from __future__ import annotations
 
 import builtins
+import math
 import re
+import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -62,6 +64,16 @@ _FRAME = re.compile(
 # path's first part, alone in its box line, is joined to the frame under it.
 _RICH_BOX = re.compile(r"^[│╭╰]")
 _RICH_WRAPPED = re.compile(r"^│\s*(~?/[\w.~/-]+)\s*│$")
+# Round 68's session: a loss that diverges in numbers, not words (QLoRA's "{'loss': 2.183}" ... "{'loss': 50.7927}" and
+# the log ends, case 3125; HyperPose's total_loss going from 52 to 1.1e12, case 2463): the loss values of the log's
+# last lines (a key naming a loss, not its scale, then a number), read once the scan is over. The tail is read apart
+# because progress lines pass no keyword of the prefilter.
+_LOSS_VALUE = re.compile(
+    r"(?i)(?<![\w.])['\"]?(?:\w+_)?loss(?!\s*_?scale)(?:_\w+)?['\"]?\s*[:=]?\s*"
+    r"(?P<v>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)(?![\w.])"
+)
+_LOSS_TAIL = 200  # lines
+_LOSS_RISE = 10.0  # the last value over the median of those before it
 # Python's header, and Sacred's for the traceback it shortens ("most recent calls WITHOUT Sacred internals").
 _TRACEBACK = re.compile(r"Traceback \(most recent calls? (?:last|WITHOUT Sacred internals)\)")
 # An exception's line; Google's API errors are named without "Error" and say an HTTP status first
@@ -625,9 +637,26 @@ class _Scanner:
         for i in view.candidates():
             if i >= resume:
                 resume = self._visit(i)
+        self._loss_rising()
         self.total = view.count()
         total = max(1, self.total)
         self.found = [replace(c, position=c.position / total) for c in self.found]
+
+    def _loss_rising(self) -> None:
+        """A loss that climbed to ten times its earlier level over the last values the log shows, rising at each
+        of the last three: the run diverging in numbers rather than words (`_LOSS_VALUE`)."""
+        start, lines = self.view.tail(_LOSS_TAIL)
+        values: list[tuple[int, str, float]] = []
+        for k, raw in enumerate(lines):
+            if (m := _LOSS_VALUE.search(raw)) is not None and math.isfinite(value := float(m.group("v"))):
+                values.append((start + k, raw, value))
+        if len(values) < 4:
+            return
+        seen = [v for _, _, v in values]
+        base = statistics.median(seen[:-1])
+        if base > 0 and seen[-1] >= _LOSS_RISE * base and seen[-1] > seen[-2] > seen[-3]:
+            i, raw, _ = values[-1]
+            self._add(i, raw, None, "loss_divergence", "root", 0.7, 12, "loss-rising", last=True)
 
     def _visit(self, i: int) -> int:
         """Look at line ``i`` (and what it starts); return the index of the next line to look at."""
@@ -1214,7 +1243,11 @@ class _Scanner:
         rule_id: str,
         severity: str = "error",
         specific: bool = True,
+        *,
+        last: bool = False,
     ) -> Candidate:
+        """A candidate at line ``i``; ``last``: a line of the log's tail, read once the scan is over, after which
+        nothing follows it (no progress to look for)."""
         candidate = Candidate(
             reason=reason,
             role=role,
@@ -1231,7 +1264,7 @@ class _Scanner:
         )
         self.found.append(candidate)
         if role == "root":  # what came after it, while the view still holds those lines
-            self.progress[i + 1] = self.view.first_progress(i + 1)
+            self.progress[i + 1] = None if last else self.view.first_progress(i + 1)
         return candidate
 
 

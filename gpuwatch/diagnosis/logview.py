@@ -48,6 +48,10 @@ class LogView:
         """How many lines the log has (after ``candidates`` is exhausted)."""
         raise NotImplementedError
 
+    def tail(self, n: int) -> tuple[int, list[str]]:
+        """The last ``n`` lines at most (after ``candidates`` is exhausted), with the index of the first."""
+        raise NotImplementedError
+
     def first_progress(self, line: int) -> int | None:
         """The first line (1-based) after 1-based ``line`` and within `PROGRESS_WINDOW` of it that shows
         training progress, else None."""
@@ -86,3 +90,7 @@ class ListView(LogView):
 
     def count(self) -> int:
         return len(self._lines)
+
+    def tail(self, n: int) -> tuple[int, list[str]]:
+        start = max(0, len(self._lines) - n)
+        return start, list(self._lines[start:])

@@ -23,6 +23,7 @@ from gpuwatch.diagnosis.logview import LogView
 from gpuwatch.diagnosis.rules import RuleSet
 
 CHUNK = 8 << 20
+TAIL_BYTES = 256 << 10  # what `StreamView.tail` reads from the end of the file
 _RARE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # the line breaks of str.splitlines besides \n, \r
 _SEP = re.compile(rb"\r\n|[\n\r\x0b\x0c\x1c-\x1e]|\xc2\x85|\xe2\x80[\xa8\xa9]")
 _RARE = re.compile(rb"[\x0b\x0c\x1c-\x1e]|\xc2\x85|\xe2\x80[\xa8\xa9]")
@@ -100,6 +101,20 @@ class StreamView(LogView):
         if self._total is None:
             raise RuntimeError("the count is known once the candidates are read")
         return self._total
+
+    def tail(self, n: int) -> tuple[int, list[str]]:
+        """The file's last bytes (`TAIL_BYTES`), split as the whole text would be; a first line that may have
+        begun before them is left out."""
+        total = self.count()
+        with open(self._path, "rb") as f:
+            size = f.seek(0, 2)
+            f.seek(max(0, size - TAIL_BYTES))
+            data = f.read()
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        if size > TAIL_BYTES:
+            lines = lines[1:]
+        lines = lines[-n:]
+        return total - len(lines), lines
 
     # ---------------------------------------------------------------- the scan
 

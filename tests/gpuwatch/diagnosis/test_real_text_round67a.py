@@ -6,9 +6,15 @@ paths and pids may be made up."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tests.gpuwatch.diagnosis.real_text import reason_and_rule
+from gpuwatch.diagnosis import stream
+from gpuwatch.diagnosis.engine import diagnose_rules
+from gpuwatch.diagnosis.model import LogSource
+from gpuwatch.diagnosis.stream import FileLines
+from tests.gpuwatch.diagnosis.real_text import reason_and_rule, reason_of
 
 
 def test_a_service_the_run_calls_that_refuses_it_is_the_network_s() -> None:
@@ -53,3 +59,110 @@ def test_the_flight_recorder_s_dump_signal_is_a_collective_timeout() -> None:
 [rank6]:[E909 08:45:31.970959174 ProcessGroupNCCL.cpp:1870] [PG ID 0 PG GUID 0 Rank 6] Received a dump signal due to a collective timeout from this local rank and we will try our best to dump the debug info. Last enqueued NCCL work: -1, last completed NCCL work: -1.
 """
     assert reason_and_rule(text) == ("nccl_timeout", "nccl-watchdog-timeout")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason", "rule"),
+    [
+        # nnU-Net in a Nomad job and YOLOv8 in Docker (cases 3176, 3178): /dev/shm full, in the storage rule's words
+        (
+            "RuntimeError: unable to write to file </torch_32096_1415667320_0>: No space left on device (28)\n",
+            "dataloader_error",
+            "worker-shared-memory-full",
+        ),
+        # PaddlePaddle/PaddleSpeech#790 (case 3193): Paddle's words for a worker's bus error
+        (
+            "Train: Rank: 0, epoch: 0, step: 831, batch : 832/1876,\nERROR: Unexpected BUS error encountered in DataLoader worker. This might be caused by insufficient shared memory (shm), please check whether use_shared_memory is set and storage space in /dev/shm is enough\n",
+            "dataloader_error",
+            "dataloader",
+        ),
+        # allenai/scirepeval#48 (case 3188): S3 through fsspec, re-raised by the worker wrapper
+        (
+            "fsspec.exceptions.FSTimeoutError: Caught FSTimeoutError in DataLoader worker process 1.\n",
+            "storage_error",
+            "storage",
+        ),
+        # MIC-DKFZ/nnUNet#1128 (case 3177): gcsfuse's own lines
+        (
+            "fuse: writeMessage: no such file or directory [16 0 0 0 218 255 255 255 220 184 69 86 0 0 0 0]\n"
+            'ReadFile: operation canceled, fh.reader.ReadAt: readFull: not retrying Read("nnunet/nnUNet_preprocessed/Task101_Hip/nnUNetData_plans_v2.1_stage1/2008_2041.npy", 1657233746627223): net/http: request canceled\n',
+            "storage_error",
+            "storage",
+        ),
+        # GoogleCloudPlatform/gcsfuse#288 (case 3191): errno 5 with its sentence cut
+        (
+            'Traceback (most recent call last):\n  File "/home/u/.venv/lib/python3.6/site-packages/torch/serialization.py", line 116, in _with_file_like\n    f = open(f, mode)\nOSError: [Errno 5] Input/output e\n',
+            "storage_error",
+            "storage",
+        ),
+        # huggingface/datasets#7440 (case 3171): an object the hub stopped giving, not a path the script got wrong
+        (
+            'Traceback (most recent call last):\n  File "/home/u/.venv/lib/python3.13/site-packages/datasets/utils/file_utils.py", line 1379, in _iter_from_urlpaths\n    raise FileNotFoundError(urlpath)\n'
+            "FileNotFoundError: zstd://example_train_1215.jsonl::hf://datasets/cerebras/SlimPajama-627B@2d0accdd58c5d5511943ca1f5ff0e3eb5e293543/train/chunk9/example_train_1215.jsonl.zst\n",
+            "storage_error",
+            "remote-object-not-found",
+        ),
+        # alibaba/ROLL#240 (case 3216): vLLM's RPC wrapper around a parameter the model does not have
+        (
+            "Exception: Call to collective_rpc method failed: 'visual.patch_embed.proj.weight'\n",
+            "checkpoint_load_error",
+            "weights-not-in-model",
+        ),
+    ],
+)
+def test_shared_memory_remote_storage_and_weights_in_their_own_words(text: str, reason: str, rule: str) -> None:
+    assert reason_and_rule(text) == (reason, rule)
+    # a local path that is not there stays the script's
+    if rule == "remote-object-not-found":
+        assert reason_of(text.replace("zstd://example_train_1215.jsonl::hf://", "/data/")) == "file_not_found"
+
+
+# artidoro/qlora#78 (case 3125): the loss climbs and the log ends, no error anywhere
+_QLORA = """
+{'loss': 2.183, 'learning_rate': 0.0002, 'epoch': 0.14}
+ 10%|██████▊                                                             | 10/100 [01:43<15:04, 10.05s/it]Saving PEFT checkpoint...
+{'loss': 3.3851, 'learning_rate': 0.0002, 'epoch': 0.29}
+ 20%|█████████████▌                                                      | 20/100 [03:20<13:07,  9.85s/it]Saving PEFT checkpoint...
+{'loss': 9.2042, 'learning_rate': 0.0002, 'epoch': 0.43}
+ 30%|████████████████████▍                                               | 30/100 [04:59<11:21,  9.73s/it]Saving PEFT checkpoint...
+{'loss': 50.7927, 'learning_rate': 0.0002, 'epoch': 0.57}
+ 40%|███████████████████████████▏                                        | 40/100 [06:37<10:03, 10.05s/it]Saving PEFT checkpoint...
+ 43%|█████████████████████████████▏                                      | 43/100 [07:08<09:31, 10.02s/it]
+"""
+
+
+def test_a_loss_that_climbs_tenfold_at_the_end_of_the_log_is_divergence() -> None:
+    assert reason_and_rule(_QLORA) == ("loss_divergence", "loss-rising")
+    # a loss that falls, or rises less than tenfold, or not at each of its last values, says nothing
+    assert reason_of(_QLORA.replace("50.7927", "1.7927").replace("9.2042", "1.9042")) == "unknown"
+    assert reason_of(_QLORA.replace("50.7927", "30.7927")) == "unknown"
+    assert reason_of(_QLORA.replace("9.2042", "60.2042")) == "unknown"
+    # the loss scale is no loss
+    scale = "".join(f" iteration {i}/ 500 | lm loss: 2.1E+00 | loss scale: {2.0**i:.1f} |\n" for i in range(6))
+    assert reason_of(scale) == "unknown"
+    # HyperPose (case 2463): a total loss of 52 becoming 1.1e12 between two logged iterations
+    exploded = (
+        "Train iteration 74300 / 1000000: Learning rate 9.999999747378752e-05 total_loss:51.99763870239258, conf_loss:25.99869155883789\n"
+        "stage_0 conf_loss:27.358610153198242 paf_loss:78.49413299560547\n"
+        "stage_5 conf_loss:25.543825149536133 paf_loss:72.84919738769531\n"
+        "Train iteration 74400 / 1000000: Learning rate 9.999999747378752e-05 total_loss:1148700065792.0, conf_loss:1743442149376.0\n"
+        "stage_4 conf_loss:2292520058880.0 paf_loss:300717211648.0\n"
+        "stage_5 conf_loss:8167979745280.0 paf_loss:3018960142336.0\n"
+    )
+    assert reason_and_rule(exploded) == ("loss_divergence", "loss-rising")
+
+
+def test_a_rising_loss_is_read_from_the_tail_of_a_streamed_file(tmp_path: Path) -> None:
+    """A file past what the stream reads of its end: the same answer and evidence as its lines in memory."""
+    steady = "".join(
+        f"{{'loss': {2.0 - i * 1e-6:.6f}, 'learning_rate': 0.0002, 'epoch': {i / 1e4:.4f}}}\n" for i in range(6000)
+    )
+    path = tmp_path / "train.log"
+    path.write_text(steady + _QLORA.lstrip("\n"))
+    assert path.stat().st_size > stream.TAIL_BYTES
+    lines = path.read_text().splitlines()
+    in_memory = diagnose_rules([LogSource(file="train.log", lines=lines)])
+    streamed = diagnose_rules([LogSource(file="train.log", lines=FileLines(path))])
+    assert (in_memory.reason, in_memory.rule_id) == ("loss_divergence", "loss-rising")
+    assert streamed.to_json() == in_memory.to_json()
+    assert in_memory.evidence[0].line == len(lines) - 2  # the last loss, "{'loss': 50.7927, ...}"
