@@ -70,7 +70,7 @@ _RICH_WRAPPED = re.compile(r"^│\s*(~?/[\w.~/-]+)\s*│$")
 # because progress lines pass no keyword of the prefilter.
 _LOSS_VALUE = re.compile(
     r"(?i)(?<![\w.])['\"]?(?:\w+_)?loss(?!\s*_?scale)(?:_\w+)?['\"]?\s*[:=]?\s*"
-    r"(?P<v>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)(?![\w.])"
+    r"(?P<v>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|[-+]?inf)(?![\w.])"
 )
 _LOSS_TAIL = 200  # lines
 _LOSS_RISE = 10.0  # the last value over the median of those before it
@@ -180,8 +180,10 @@ def _assertion(code: str | None) -> tuple[str, str, int] | None:
     return None
 
 
-# A traceback written on one line (_inline_traceback): its frames, and the exception after the last of them.
+# A traceback written on one line (_inline_traceback): its frames, and the exception after the last of them; where a
+# chained traceback's words join its parts on that line.
 _INLINE_FRAME = re.compile(r'\bFile "(?P<path>[^"]+)", line \d+, in [\w<>.]+')
+_CHAINED = re.compile(r"\s*(?:During handling of the above exception|The above exception was the direct cause)")
 _INLINE_EXCEPTION = re.compile(r"(?:^|(?<=\s))(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): ")
 # Round 38B: VS Code's debugger (debugpy) reporting an exception it stopped on: "Exception has occurred:
 # RuntimeError       (note: full exception trace is shown but execution is paused at: ...)", the message on the
@@ -644,12 +646,19 @@ class _Scanner:
 
     def _loss_rising(self) -> None:
         """A loss that climbed to ten times its earlier level over the last values the log shows, rising at each
-        of the last three: the run diverging in numbers rather than words (`_LOSS_VALUE`)."""
+        of the last three, or whose last value is NaN or infinite: the run diverging in numbers rather than words
+        (`_LOSS_VALUE`), wherever the line shows it (a bar's postfix with a message glued after it, a bar's
+        description), which the rules' own reading of the line may not."""
         start, lines = self.view.tail(_LOSS_TAIL)
         values: list[tuple[int, str, float]] = []
         for k, raw in enumerate(lines):
-            if (m := _LOSS_VALUE.search(raw)) is not None and math.isfinite(value := float(m.group("v"))):
-                values.append((start + k, raw, value))
+            if (m := _LOSS_VALUE.search(raw)) is not None:
+                values.append((start + k, raw, float(m.group("v"))))
+        if values and not math.isfinite(values[-1][2]):
+            i, raw, _ = values[-1]
+            self._add(i, raw, None, "loss_divergence", "root", 0.7, 12, "loss-not-finite-at-end", last=True)
+            return
+        values = [v for v in values if math.isfinite(v[2])]
         if len(values) < 4:
             return
         seen = [v for _, _, v in values]
@@ -819,18 +828,23 @@ class _Scanner:
         frames = list(_INLINE_FRAME.finditer(rest))
         if not frames:
             return False
-        tail = rest[frames[-1].end() :]
-        last = None
-        for found in _INLINE_EXCEPTION.finditer(tail):
-            last = found
+        k, last, tail = len(frames), None, ""
+        while last is None and k > 0:
+            # The last exception after a frame: the final one, or when the line was cut before it, the one a chained
+            # traceback's earlier part raised (Cloud ML's job status: "...UnavailableError: Stream removed During
+            # handling of the above exception, another exception occurred: Traceback ... File ...", case 3278).
+            k -= 1
+            tail = rest[frames[k].end() : frames[k + 1].start() if k + 1 < len(frames) else len(rest)]
+            for found in _INLINE_EXCEPTION.finditer(tail):
+                last = found
         if last is None:
             return False
-        message = tail[last.end() :].strip().splitlines()
+        message = _CHAINED.split(tail[last.end() :].strip(), maxsplit=1)[0].splitlines()
         exc = _EXCEPTION.match(f"{last.group('type')}: {message[0] if message else ''}")
         if exc is None:
             return False
-        caller = frames[-2].group("path") if len(frames) > 1 else None
-        self._exception(i, raw, exc.group(0), rank, exc, frames[-1].group("path"), caller=caller)
+        caller = frames[k - 1].group("path") if k > 0 else None
+        self._exception(i, raw, exc.group(0), rank, exc, frames[k].group("path"), caller=caller)
         return True
 
     def _debugger_report(self, i: int, raw: str, head: re.Match[str]) -> int | None:
