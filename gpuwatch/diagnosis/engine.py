@@ -63,6 +63,9 @@ _FRAME = re.compile(
 # inside a name ("│ /root/.../site-packages/torch/nn/modules/m │" over "│ odule.py:1818 in state_dict │"): the
 # path's first part, alone in its box line, is joined to the frame under it.
 _RICH_BOX = re.compile(r"^[│╭╰]")
+# IPython 8's numbered source lines around a frame's line ("---> 84 state_values[0][\"step\"]", "86 if not
+# step_is_tensor:", their indentation lost in a paste: Ultralytics resuming in a notebook, case 3385): the traceback's.
+_IPYTHON_CONTEXT = re.compile(r"^(?:-*>\s*)?\d+(?:\s|$)")
 _RICH_WRAPPED = re.compile(r"^│\s*(~?/[\w.~/-]+)\s*│$")
 # Round 68's session: a loss that diverges in numbers, not words (QLoRA's "{'loss': 2.183}" ... "{'loss': 50.7927}" and
 # the log ends, case 3125; HyperPose's total_loss going from 52 to 1.1e12, case 2463): the loss values of the log's
@@ -70,7 +73,7 @@ _RICH_WRAPPED = re.compile(r"^│\s*(~?/[\w.~/-]+)\s*│$")
 # because progress lines pass no keyword of the prefilter.
 _LOSS_VALUE = re.compile(
     r"(?i)(?<![\w.])['\"]?(?:\w+_)?loss(?!\s*_?scale)(?:_\w+)?['\"]?\s*[:=]?\s*"
-    r"(?P<v>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|[-+]?inf)(?![\w.])"
+    r"['\"]?(?P<v>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|[-+]?inf)(?![\w.])"
 )
 _LOSS_TAIL = 200  # lines
 _LOSS_RISE = 10.0  # the last value over the median of those before it
@@ -219,6 +222,9 @@ _CHECKPOINT_FRAME = re.compile(
     # Round 62A: torch.distributed.checkpoint's loader (its "assert metadata is not None" under SimpleTuner's FSDP
     # resume, case 3019)
     r"|[\\/]torch[\\/]distributed[\\/]checkpoint[\\/]state_dict_loader\.py"
+    # Round 75's session: an optimizer restoring the state it was loaded with (AdamW.__setstate__ finding no "step" in a
+    # resumed Ultralytics checkpoint's optimizer state, case 3385)
+    r"|[\\/]torch[\\/]optim[\\/]\w+\.py\S*,? (?:line \d+, )?in (?:\w+\.)?__setstate__\b"
 )
 # A framework's attribute-lookup hook (torch's Module.__getattr__): an AttributeError it raises answers the
 # caller's lookup (`model.module` on a model DDP never wrapped), so the frame before it decides.
@@ -329,7 +335,12 @@ _UNIMPLEMENTED_FORWARD = re.compile(r", in _forward_unimplemented\s*$")
 # A line of a traceback between its frames: the source line under a frame, the carets under it,
 # "[Previous line repeated N more times]", and PyCharm's debugger's "python-BaseException" printed between a
 # frame and its source line (case 1128).
-_TRACEBACK_BODY = re.compile(r"^[\s~^]*$|^\[Previous line repeated \d+ more times?\]$|^python-BaseException$")
+# Round 74's session: torch.compile's BackendCompilerFailed names the backend on a line of its own, over the exception
+# it caught ("backend='compile_fn' raised:", Lightning's DDP under torch.compile, case 3363): still the traceback's.
+_TRACEBACK_BODY = re.compile(
+    r"^[\s~^]*$|^\[Previous line repeated \d+ more times?\]$|^python-BaseException$"
+    r"|^(?:[\w.]*BackendCompilerFailed: )?backend='[^']+' raised:$"
+)
 # The source line of the last frame is a for statement: the exception came from the iterator's
 # __next__, in a training loop the data loader's (Open-Sora's "for step, batch in pbar:", case 640).
 _LOOP_LINE = re.compile(r"^(?:async )?for .+ in .+:$")
@@ -573,6 +584,7 @@ def _compiled(user_dir: str | None, _state: tuple[tuple[str, int, int], ...]) ->
             "root cause",
             '", line ',
             '", in ',  # a frame quoted without its line number (case 1457)
+            "file /",  # IPython 8's frame, its header cut ("File /x/adamw.py:84, in AdamW.__setstate__(...)", _FRAME)
             "│ /",  # a frame in rich's box, its header cut (_RICH_WRAPPED)
             "│ ~/",
             "error:",
@@ -929,6 +941,7 @@ class _Scanner:
         last_body = -2  # the last line of the last frame's block (its source line and the carets under it)
         op_caller: str | None = None  # the last frame that is not an op library's own
         wrapped = ""  # the first part of a path rich wrapped onto the next line
+        numbered = False  # the last frame is IPython 8's, its source shown as numbered lines
         after_frame = False
         for j in range(first, i + _MAX_TRACEBACK):
             line = view.get(j)
@@ -976,6 +989,7 @@ class _Scanner:
                 if wrapped and frame.group("rich") and not last_frame.startswith(("/", "~")):
                     last_frame = wrapped + last_frame
                 wrapped = ""
+                numbered = bool(frame.group("ipy8"))
                 paths.append(last_frame)
                 if not _OP_LIBRARY_FRAME.search(last_frame):
                     op_caller = last_frame
@@ -1086,7 +1100,9 @@ class _Scanner:
             if after_frame and not _TRACEBACK_BODY.match(text):
                 code, code_at, after_frame = text, j, False
                 last_body = j
-            elif strict and not (_TRACEBACK_BODY.match(text) or _RICH_BOX.match(text)):
+            elif strict and not (
+                _TRACEBACK_BODY.match(text) or _RICH_BOX.match(text) or (numbered and _IPYTHON_CONTEXT.match(text))
+            ):
                 return j  # not a traceback's line: the scan goes on from it
             if self.rules.prefilter(line):
                 self._line(j, line, text, rank)

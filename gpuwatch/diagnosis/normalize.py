@@ -52,6 +52,9 @@ _PREFIXES = (
     # paste that dropped the host ("Mar 27 17:40:36 kernel: NVRM: Xid ...", case 3053) keeps the kernel's own tag
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} (?:(?!kernel:)\S+ )?(?:[\w./@-]+(?:\[\d+\])?: )?"),
     re.compile(r"^\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s+"),
+    # a bracketed level that says nothing of an error: "[INFO] " (fluxgym's log of its trainer's output, a whole
+    # traceback behind it, case 3243); "[ERROR] " stays, enroot's rules read it
+    re.compile(r"^\[(?:INFO|DEBUG|TRACE|WARN|WARNING)\]\s+"),
     # a collector's stream name: "[stderr   ] " (facechain's logs, case 3316)
     re.compile(r"^\[(?:stdout|stderr)\s*\]\s*"),
     # kubectl logs --prefix: "[pod/trainer-0/pytorch] "; docker compose: "trainer-1  | "
