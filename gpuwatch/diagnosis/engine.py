@@ -65,7 +65,7 @@ _FRAME = re.compile(
 _RICH_BOX = re.compile(r"^[│╭╰]")
 # IPython 8's numbered source lines around a frame's line ("---> 84 state_values[0][\"step\"]", "86 if not
 # step_is_tensor:", their indentation lost in a paste: Ultralytics resuming in a notebook, case 3385): the traceback's.
-_IPYTHON_CONTEXT = re.compile(r"^(?:-*>\s*)?\d+(?:\s|$)")
+_IPYTHON_CONTEXT = re.compile(r"^(?:-*>\s*)?\d+(?:\s|$)|^\(\.\.\.\)$")  # "(...)": lines it left out
 _RICH_WRAPPED = re.compile(r"^│\s*(~?/[\w.~/-]+)\s*│$")
 # Round 68's session: a loss that diverges in numbers, not words (QLoRA's "{'loss': 2.183}" ... "{'loss': 50.7927}" and
 # the log ends, case 3125; HyperPose's total_loss going from 52 to 1.1e12, case 2463): the loss values of the log's
@@ -214,17 +214,23 @@ _DEVICE_LIST_INDEX = re.compile(
 # resuming a trainer whose snapshot does not fit the run, case 897): an exception that says only its type
 # (a KeyError for an entry the file lacks) or a shape it could not fit raised there is the checkpoint's,
 # not the script's. Round 32B: a loader's name with a suffix (OpenVINO Training Extensions'
-# load_state_dict_incrementally refusing a checkpoint without its label_info, case 2048).
+# load_state_dict_incrementally refusing a checkpoint without its label_info, case 2048). Round 75's session: a runner's
+# resume (MMEngine's Runner.resume and load_or_resume reading a checkpoint without the "message_hub" entry it expects,
+# mmyolo, case 3399).
 _CHECKPOINT_FRAME = re.compile(
     r"\bin _?(?:load_from_checkpoint|load_model_state|load_state_dict(?:_\w+)?|load_checkpoint|restore_training_state"
     r"|load_from_file|restore_model|restore_optimizers_and_schedulers|resume_from_checkpoint"
-    r"|load_from_state_dict|load_npz|load_hdf5|load_weights)\b|checkpoint_connector\.py|/chainer/serializers/"
+    r"|load_from_state_dict|load_npz|load_hdf5|load_weights|resume|load_or_resume)\b|checkpoint_connector\.py"
+    r"|/chainer/serializers/"
     # Round 62A: torch.distributed.checkpoint's loader (its "assert metadata is not None" under SimpleTuner's FSDP
     # resume, case 3019)
     r"|[\\/]torch[\\/]distributed[\\/]checkpoint[\\/]state_dict_loader\.py"
     # Round 75's session: an optimizer restoring the state it was loaded with (AdamW.__setstate__ finding no "step" in a
     # resumed Ultralytics checkpoint's optimizer state, case 3385)
     r"|[\\/]torch[\\/]optim[\\/]\w+\.py\S*,? (?:line \d+, )?in (?:\w+\.)?__setstate__\b"
+    # Round 76's session: Orbax restoring a checkpoint's parts (its sharding read back from the checkpoint, which a run
+    # on fewer devices cannot reshape, case 3428)
+    r"|[\\/]orbax[\\/]checkpoint[\\/]\S+,? (?:line \d+, )?in _?(?:\w+\.)?(?:restore|deserialize|async_deserialize)\w*\b"
 )
 # A framework's attribute-lookup hook (torch's Module.__getattr__): an AttributeError it raises answers the
 # caller's lookup (`model.module` on a model DDP never wrapped), so the frame before it decides.
@@ -585,6 +591,7 @@ def _compiled(user_dir: str | None, _state: tuple[tuple[str, int, int], ...]) ->
             '", line ',
             '", in ',  # a frame quoted without its line number (case 1457)
             "file /",  # IPython 8's frame, its header cut ("File /x/adamw.py:84, in AdamW.__setstate__(...)", _FRAME)
+            "file ~/",
             "│ /",  # a frame in rich's box, its header cut (_RICH_WRAPPED)
             "│ ~/",
             "error:",
