@@ -2,8 +2,8 @@
 
 A case written from a real public report carries `first_sight`: the reason `gpuwatch diagnose` gave
 the first time the case was run, before any rule was changed for it (with `first_sight_commit`, the
-commit whose rules gave it). That is the honest held-out number: the rules had not seen the text.
-The final number is what the rules say now, over the whole corpus.
+commit whose rules gave it: the last commit that changed `gpuwatch/`). That is the honest held-out
+number: the rules had not seen the text. The final number is what the rules say now, over the whole corpus.
 
     .venv/bin/python bench/corpus_report.py                 # first sight vs final, per reason, confusion
     .venv/bin/python bench/corpus_report.py --record        # write first_sight into cases that lack it
@@ -57,15 +57,17 @@ def record_first_sight(corpus: Path = CORPUS) -> list[str]:
     """Write the rules' current answer as `first_sight` into every real-text case (one with a `format`
     beside its `source`) that has none yet. Run it before changing any rule for the new cases, and
     commit the result."""
+    root = corpus.parent.parent.parent
+    # The commit whose rules answer: the last one that changed gpuwatch/ (a merge of new cases changes none of it).
     commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=corpus
+        ["git", "log", "-1", "--format=%h", "--", "gpuwatch"], capture_output=True, text=True, check=True, cwd=root
     ).stdout.strip()
     dirty = subprocess.run(
         ["git", "status", "--porcelain", "--", "gpuwatch/diagnosis"],
         capture_output=True,
         text=True,
         check=True,
-        cwd=corpus.parent.parent.parent,
+        cwd=root,
     ).stdout.strip()
     if dirty:
         raise SystemExit("gpuwatch/diagnosis has uncommitted changes: first sight must be the committed rules'")

@@ -107,3 +107,43 @@ def test_another_commit_s_rules_answer_from_their_own_tree() -> None:
     assert report.answers_of("HEAD", picked) == now
     old = report.answers_of("39449d8", picked)
     assert old.keys() == now.keys() and old != now
+
+
+def test_first_sight_names_the_commit_whose_rules_answered(tmp_path: Path) -> None:
+    """`corpus_report.py --record` names the last commit that changed gpuwatch/, not a later one that only added
+    cases (a round's merge), and refuses while the rules have uncommitted changes."""
+    spec = importlib.util.spec_from_file_location("corpus_report", TESTS.parent / "bench" / "corpus_report.py")
+    assert spec is not None and spec.loader is not None
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "gpuwatch" / "diagnosis").mkdir(parents=True)
+    rules = tmp_path / "gpuwatch" / "diagnosis" / "rules.toml"
+    rules.write_text("# the rules\n")
+    git("add", "-A")
+    git("commit", "-qm", "rules")
+    rules_commit = git("rev-parse", "--short", "HEAD")
+    corpus = tmp_path / "tests" / "data" / "failures"
+    case = corpus / "3999-a-new-case"
+    case.mkdir(parents=True)
+    (case / "case.toml").write_text('reason = "gpu_oom"\nsource = "o/r#1"\nformat = "pytorch"\nnote = "n"\n')
+    (case / "train.log").write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    git("add", "-A")
+    git("commit", "-qm", "cases")
+    assert git("rev-parse", "--short", "HEAD") != rules_commit
+    assert report.record_first_sight(corpus) == ["3999-a-new-case: gpu_oom"]
+    recorded = (case / "case.toml").read_text()
+    assert f'first_sight_commit = "{rules_commit}"' in recorded and 'first_sight = "gpu_oom"' in recorded
+    rules.write_text("# changed, not committed\n")
+    with pytest.raises(SystemExit, match="uncommitted"):
+        report.record_first_sight(corpus)
