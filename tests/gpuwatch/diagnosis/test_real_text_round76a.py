@@ -196,3 +196,30 @@ Traceback (most recent call last):
 KeyError: 'message_hub'
 """
     assert reason_and_rule(text) == ("checkpoint_load_error", "exception-KeyError")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason", "rule"),
+    [
+        # facebookresearch/cc_net (older case 2332): a 5xx for a data file's URL is the store the data lives in
+        (
+            "requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: https://data.commoncrawl.org/crawl-data/CC-MAIN-2023-14/segments/1679296943471.24/wet/CC-MAIN-20230320083513-20230320113513-00114.warc.wet.gz\n",
+            "storage_error",
+            "object-store-http",
+        ),
+        # a 5xx from an API the run calls stays the network's (slime's rollout server, case 811)
+        (
+            "httpx.HTTPStatusError: Server error '503 Service Unavailable' for url 'http://26.104.43.34:3938/generate'\n",
+            "network_error",
+            "service-unavailable",
+        ),
+        # GraphVite (older case 2944): glog's check of a CUDA call that ran out of memory
+        (
+            "Check failed: error == cudaSuccess CUDA error out of memory at /home/conda/feedstock_root/build_artifacts/graphvite_1644810165515/work/include/base/memory.h:131\n",
+            "gpu_oom",
+            "emitter-gpu-oom",
+        ),
+    ],
+)
+def test_older_misses_of_the_same_kinds(text: str, reason: str, rule: str) -> None:
+    assert reason_and_rule(text) == (reason, rule)
