@@ -63,10 +63,10 @@ _FRAME = re.compile(
 # inside a name ("│ /root/.../site-packages/torch/nn/modules/m │" over "│ odule.py:1818 in state_dict │"): the
 # path's first part, alone in its box line, is joined to the frame under it.
 _RICH_BOX = re.compile(r"^[│╭╰]")
+_RICH_WRAPPED = re.compile(r"^│\s*(~?/[\w.~/-]+)\s*│$")
 # IPython 8's numbered source lines around a frame's line ("---> 84 state_values[0][\"step\"]", "86 if not
 # step_is_tensor:", their indentation lost in a paste: Ultralytics resuming in a notebook, case 3385): the traceback's.
 _IPYTHON_CONTEXT = re.compile(r"^(?:-*>\s*)?\d+(?:\s|$)|^\(\.\.\.\)$")  # "(...)": lines it left out
-_RICH_WRAPPED = re.compile(r"^│\s*(~?/[\w.~/-]+)\s*│$")
 # Round 68's session: a loss that diverges in numbers, not words (QLoRA's "{'loss': 2.183}" ... "{'loss': 50.7927}" and
 # the log ends, case 3125; HyperPose's total_loss going from 52 to 1.1e12, case 2463): the loss values of the log's
 # last lines (a key naming a loss, not its scale, then a number), read once the scan is over. The tail is read apart
@@ -658,12 +658,12 @@ class _Scanner:
         for i in view.candidates():
             if i >= resume:
                 resume = self._visit(i)
-        self._loss_rising()
+        self._loss_at_end()
         self.total = view.count()
         total = max(1, self.total)
         self.found = [replace(c, position=c.position / total) for c in self.found]
 
-    def _loss_rising(self) -> None:
+    def _loss_at_end(self) -> None:
         """A loss that climbed to ten times its earlier level over the last values the log shows, rising at each
         of the last three, or whose last value is NaN or infinite: the run diverging in numbers rather than words
         (`_LOSS_VALUE`), wherever the line shows it (a bar's postfix with a message glued after it, a bar's
