@@ -172,7 +172,9 @@ def test_exposed_communication_matches_the_time_the_steps_waited(stack: Stack) -
     for r in (r for r in u["ranks"] if r["rank"] >= 0):
         own_exposed = _own_ratio(out, r["rank"], "own_exposed_s")
         own_comm = _own_ratio(out, r["rank"])
-        print(f"rank {r['rank']}: exposed {r['comm_exposed']:.4f} (own {own_exposed:.4f}), total", r["comm_overhead"])
+        exposed, total = r["comm_exposed"], r["comm_overhead"]
+        rank = r["rank"]
+        print(f"rank {rank}: exposed {exposed:.4f} (own {own_exposed:.4f}), total {total:.4f} (own {own_comm:.4f})")
         assert r["comm_exposed"] == pytest.approx(own_exposed, rel=0.10, abs=0.01)
         assert r["comm_overhead"] == pytest.approx(own_comm, rel=0.10, abs=0.01)
         assert r["comm_exposed"] < r["comm_overhead"], "the compute hid part of the all-reduce"
