@@ -314,6 +314,14 @@ _WORKER_RERAISE = re.compile(r"[\\/]torch[\\/]utils[\\/]data[\\/]dataloader\.py\
 # RemoteTraceback carries what the worker raised, case 1056): what it raises is the data pipeline's, as a
 # worker exception torch's DataLoader re-raises is.
 _DATA_WORKER_FRAME = re.compile(r"[\\/]data[\\/][\w\\/]*\.py\", line \d+, in _?(?:batch_)?worker_(?:fn|loop)\b")
+# Round 80's session: an input-pipeline library's own code raising an exception no rule names (an IndexError in
+# datasets' WebDataset builder with no tar found on one of many machines, case 3548): the data the pipeline was given,
+# as a DataLoader worker's re-raise is; an exception of a type with its own reason (a missing path) keeps it.
+_DATA_LIBRARY_FRAME = re.compile(
+    r"[\\/](?:site|dist)-packages[\\/](?:datasets[\\/](?:packaged_modules[\\/]|builder\.py$|arrow_\w+\.py$"
+    r"|iterable_dataset\.py$)|webdataset[\\/]|petastorm[\\/]|streaming[\\/]base[\\/]|nvidia[\\/]dali[\\/]"
+    r"|torchdata[\\/]|litdata[\\/]|ray[\\/]data[\\/])"
+)
 _WORKER_OWN_REASONS = frozenset(
     {"FileNotFoundError", "PermissionError", "ConnectionError", "ConnectionResetError", "ConnectionRefusedError"}
 )
@@ -1240,6 +1248,9 @@ class _Scanner:
             return  # someone else's failure; a bare Exception: with its message on the lines after (mp.spawn)
         if name == "ValueError" and frame is not None and _LAUNCHER_FRAME.search(frame):
             self._add(i, raw, rank, "argument_error", "root", 0.7, 50, "launcher-refused-input", severity)
+            return
+        if frame is not None and name not in _WORKER_OWN_REASONS and _DATA_LIBRARY_FRAME.search(frame):
+            self._add(i, raw, rank, "dataloader_error", "root", 0.7, 52, "data-library-raised", severity)
             return
         if from_worker and name not in _WORKER_OWN_REASONS:
             # A worker's exception the loader handed on, its message known to no rule: the data's.
