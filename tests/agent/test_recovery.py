@@ -326,7 +326,13 @@ def test_server_down_during_a_failure_the_supervisor_decides_and_reports_later(
     assert _finish(proc) == 0, proc.output()[-3000:]
     _assert_same_params(out, baseline)
     job = cluster.job("offline-job")
-    runs = wait_until(lambda: len(r := cluster.runs("offline-job")) == 2 and r, timeout=90, what="both runs recorded")
+    both = lambda: len(r := cluster.runs("offline-job")) == 2 and r  # noqa: E731
+    try:
+        runs = wait_until(both, timeout=90, what="both runs recorded")
+    except AssertionError as exc:  # once in a loaded CI run: say where the records went (outbox, set aside, sent)
+        kept = {p.name: p.read_text()[-2000:] for p in (cluster.tmp / "sup").rglob("outbox*.jsonl")}
+        said = f"runs: {cluster.runs('offline-job')}\noutbox files: {kept}\n{proc.output()[-4000:]}"
+        raise AssertionError(f"{exc}\n{said}") from None
     assert sorted(r["state"] for r in runs) == ["failed", "succeeded"]
     (incident,) = cluster.incidents(job["id"])
     assert incident["diagnosis"]["reason"] == "preempted"
