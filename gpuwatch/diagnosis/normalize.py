@@ -21,6 +21,12 @@ _TQDM_BAR = re.compile(
 # with nothing glued after it reads as its postfix, so that a rule can see the metrics it shows (YOLO-NAS's
 # "PPYoloELoss/loss=nan", case 831); a message glued after a bar still reads alone.
 _BAR_POSTFIX = re.compile(r"^[^,]*,[^,]*,\s*(?P<postfix>.+)$")
+# A second bar on one line after a first was taken off: what stands before it is a message glued between two bars
+# ("... 0/10 [00:00<?, ?it/s]F0717 16:08:46.411695 76098 array.h:414] Check failed: n < sizes_size   | 0/118844
+# [00:00<?, ?it/s]", XLA's check under two nested bars, case 4003), not that bar's description: only the bar goes.
+_BAR_TAIL = re.compile(
+    r"\s*(?:\d+%\|[^|]*)?\|\s*\d+(?:\.\d+)?[kMGT]?(?:B|it)?/\d+(?:\.\d+)?[kMGT]?(?:B|it)? \[[^\]]*\]\s*$"
+)
 # syslog's "May  1 12:34:56 host kernel: ..." and journalctl's short-iso/precise forms: the host field.
 _SYSLOG_HOST = re.compile(
     r"^(?:[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)"
@@ -100,15 +106,21 @@ def normalize(line: str) -> tuple[str, int | None]:
         return "", None
     rank: int | None = None
     changed = True
+    bars = 0
     while changed:
         changed = False
         for pattern in _PREFIXES:
             m = pattern.match(text)
             if m and m.end() > 0:
+                if pattern is _TQDM_BAR and bars and (head := _BAR_TAIL.sub("", text)) != text:
+                    text, changed = head, True  # a message between two bars
+                    continue
                 rest = text[m.end() :]
-                if pattern is _TQDM_BAR and not rest.strip():
-                    post = _BAR_POSTFIX.match(m.group("stats"))
-                    rest = post.group("postfix") if post else rest
+                if pattern is _TQDM_BAR:
+                    bars += 1
+                    if not rest.strip():
+                        post = _BAR_POSTFIX.match(m.group("stats"))
+                        rest = post.group("postfix") if post else rest
                 text, changed = rest, True
         for pattern in _RANK_PREFIXES:
             m = pattern.match(text)

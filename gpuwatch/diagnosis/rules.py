@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -211,7 +212,11 @@ def load_frameworks(user_dir: Path | None = None) -> Frameworks:
 def load_rules(user_dir: Path | None = None) -> list[Rule]:
     """The shipped rules, then the user's (`*.toml` in ``user_dir``); a user rule replaces a shipped
     rule of the same id."""
-    rules = {r.id: r for r in (_parse(raw, "rules.toml", check=False) for raw in _shipped()["rules"])}
+    shipped = [_parse(raw, "rules.toml", check=False) for raw in _shipped()["rules"]]
+    rules = {r.id: r for r in shipped}
+    if len(rules) != len(shipped):  # the later of two shipped rules of one id would silently replace the earlier
+        twice = sorted(i for i, n in Counter(r.id for r in shipped).items() if n > 1)
+        raise ValueError(f"rules.toml: rule id used twice: {', '.join(twice)}")
     if user_dir is not None:
         for path in sorted(Path(user_dir).glob("*.toml")):
             for raw in tomllib.loads(path.read_text()).get("rules", []):

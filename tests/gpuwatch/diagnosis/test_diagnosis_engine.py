@@ -25,6 +25,19 @@ def _src(name: str, text: str, **kw: object) -> LogSource:
     return LogSource(file=name, lines=text.strip("\n").splitlines(), **kw)  # type: ignore[arg-type]
 
 
+def test_a_rule_id_used_twice_in_the_shipped_rules_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two shipped rules of one id: the later silently replaced the earlier (round 94's session lost an older
+    extension-build rule this way, three corpus cases with it), so loading them is an error that names the id."""
+    from gpuwatch.diagnosis import rules as rules_module
+
+    shipped = rules_module._shipped()
+    first = next(r for r in shipped["rules"] if r["id"] == "extension-build-failed")
+    doubled = {**shipped, "rules": [*shipped["rules"], {**first, "examples": []}]}
+    monkeypatch.setattr(rules_module, "_shipped", lambda: doubled)
+    with pytest.raises(ValueError, match="rule id used twice: extension-build-failed"):
+        load_rules()
+
+
 def test_every_rule_matches_its_examples_and_they_are_diagnosed_as_its_reason() -> None:
     """Matching the rule is not enough: an ignore rule that also matches a root rule's example drops
     the line before the root rule counts, so each example is diagnosed too (an ignore rule's: unknown)."""
