@@ -84,9 +84,9 @@ _RANK_PREFIXES = (
     re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>:\s?"),
     re.compile(r"^\[\d+,mpirank:(\d+),[\w.-]+\]<std(?:out|err)>:\s?"),  # SageMaker's mpirun: [1,mpirank:0,algo-1]
     # horovodrun's own (gloo) launcher, a ctime stamp before the rank: "Fri Sep 11 07:07:20 2020[0]<stderr>:" (round 84)
+    re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\[(\d+)\]<std(?:out|err)>:\s?"),
     # NeMo-Run's local executor, the task's dotted name and rank: "nemo.collections.llm.api.finetune/0 " (round 87)
     re.compile(r"^(?:[a-z_][a-z0-9_]*\.){2,}[a-z_][a-z0-9_]*/(\d+) +"),
-    re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\[(\d+)\]<std(?:out|err)>:\s?"),
     re.compile(r"^ *(\d{1,5}): "),
     re.compile(r"^\[(\d{1,5})\] "),  # Intel MPI's -prepend-rank: "[3] "
     re.compile(r"^\(\w+ rank=(\d+) pid=\d+\)\s*"),
