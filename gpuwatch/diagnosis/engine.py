@@ -251,6 +251,16 @@ _NVML_INVALID_ARGUMENT = re.compile(r"^(?:\w+\.)*NVMLError_InvalidArgument\b")
 _IMPORTING_FRAME = re.compile(r", in <module>\s*$")
 _RUNPY_FRAME = re.compile(r"[\\/]runpy\.py\b")
 _MODULE_LACKS = re.compile(r"^module '[\w.]+' has no attribute '\w+'")
+# Round 105: a NameError raised while a framework's module is being imported (NeMo's retro_dataset.py naming the
+# RetroConfig that its guarded import of megatron.core left undefined, NeMo-Aligner's DPO, case 4381): the installed
+# versions do not fit together, as a missing name at import is.
+# Round 106: transformers' table of model types asked for one it does not know (a KeyError raised in
+# configuration_auto.py's __getitem__, "KeyError: 'llama'" from a transformers older than LLaMA, Stanford Alpaca,
+# case 4412): the installed transformers is too old for the model; the newer releases say so in words. Its known miss:
+# LiLT's own model type, which its package registers, asked for without that package imported (case 2577).
+_MODEL_TYPE_TABLE = re.compile(
+    r"[\\/]transformers[\\/]models[\\/]auto[\\/]configuration_auto\.py\", line \d+, in __getitem__"
+)
 # Round 41A: CUDA used in a DataLoader worker that was forked from a process that had initialised it: the
 # worker's "CUDA error: initialization error" (PyG's NeighborLoader over a graph on the GPU with num_workers > 0,
 # case 2398) or torch's "Cannot re-initialize CUDA in forked subprocess". The data pipeline's set-up, not the
@@ -944,6 +954,7 @@ class _Scanner:
         lookup = False  # the last frame is a framework's attribute-lookup hook
         item_lookup = False  # the last frame is a container's __getitem__
         unimplemented = False  # the last frame is torch's stand-in forward of a module without one
+        model_table = False  # the last frame is transformers' table of model types
         paths: list[str] = []  # every frame's path, in order
         loading = False  # a frame of checkpoint loading was passed
         from_loader = False  # a frame of the DataLoader's machinery was passed
@@ -1011,6 +1022,7 @@ class _Scanner:
                 if _RERAISE_FRAME.search(text):
                     last_frame = None
                 lookup = _LOOKUP_FRAME.search(text) is not None
+                model_table = _MODEL_TYPE_TABLE.search(text) is not None
                 item_lookup = _ITEM_FRAME.search(text) is not None
                 unimplemented = _UNIMPLEMENTED_FORWARD.search(text) is not None
                 loading = loading or _CHECKPOINT_FRAME.search(text) is not None
@@ -1048,6 +1060,17 @@ class _Scanner:
                     and _MODULE_LACKS.match(exc.group("msg") or "")
                 ):
                     self._add(j, line, rank, "import_error", "root", 0.75, 59, "import-time-missing-name", "fatal")
+                elif (
+                    not ignored
+                    and importing
+                    and name == "NameError"
+                    and last_frame is not None
+                    and self.rules.frameworks.path(last_frame)
+                ):
+                    self._add(j, line, rank, "import_error", "root", 0.7, 59, "import-time-undefined-name", "fatal")
+                elif not ignored and model_table and name == "KeyError":
+                    rule = "transformers-model-type-unknown"
+                    self._add(j, line, rank, "import_error", "root", 0.75, 59, rule, "fatal")
                 elif not ignored:
                     frame_of = caller if lookup and exc.group("type").endswith("AttributeError") else last_frame
                     if (
