@@ -144,6 +144,14 @@ def rules_suggest(
         Path | None, typer.Option(help="the user rules directory (*.toml)", envvar="GPUWATCH_RULES_DIR")
     ] = None,
     write: Annotated[bool, typer.Option("--write", help="write each accepted rule into --rules-dir")] = False,
+    learn_from: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="learn only from the wrong cases of this corpus directory (repeatable; say the incidents exported by "
+            "`gpuwatch corpus export`); every --corpus case still checks the rules. Default: every wrong case",
+            file_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Propose rules for the corpus cases the rules get wrong (incidents on-call labelled, from
     `gpuwatch corpus export`): templates of their error lines, each checked against the whole corpus. A
@@ -158,8 +166,11 @@ def rules_suggest(
             raise typer.BadParameter(f"--corpus {path}: no such directory")
     if write and rules_dir is None:
         raise typer.BadParameter("--write needs --rules-dir DIR (or GPUWATCH_RULES_DIR)")
+    for path in learn_from or []:
+        if not any(path.resolve() == c.resolve() for c in corpora):
+            raise typer.BadParameter(f"--learn-from {path}: not one of the --corpus directories")
     cases = load_corpus(corpora)
-    result = suggest(cases, rules_dir)
+    result = suggest(cases, rules_dir, learn_from=learn_from)
     typer.echo(f"{len(cases)} cases, {len(result.wrong)} diagnosed otherwise than labelled")
     for name, (want, got) in sorted(result.wrong.items()):
         typer.echo(f"  {name}: labelled {want}, the rules say {got}")

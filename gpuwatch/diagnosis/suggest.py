@@ -94,12 +94,23 @@ class _Template:
     examples: dict[str, str] = field(default_factory=dict)  # case → one of its lines of this template
 
 
-def suggest(cases: Sequence[Case], rules_dir: Path | None = None, max_tries: int = MAX_TRIES) -> Suggestions:
+def suggest(
+    cases: Sequence[Case],
+    rules_dir: Path | None = None,
+    max_tries: int = MAX_TRIES,
+    learn_from: Sequence[Path] | None = None,
+) -> Suggestions:
     """Rules for the cases the rules (shipped, and the user's in ``rules_dir``) get wrong, each checked
-    against every case given."""
+    against every case given. ``learn_from``: learn only from the wrong cases under these directories (say the
+    incidents on-call exported), the others serving as the check; by default every wrong case is learnt from."""
     before = {c.name: diagnose_rules(c.sources, _dir(rules_dir)).reason for c in cases}
     texts = {c.name: _text(c) for c in cases}
-    wrong = [c for c in cases if before[c.name] != c.reason]
+    roots = [p.resolve() for p in learn_from] if learn_from is not None else None
+    wrong = [
+        c
+        for c in cases
+        if before[c.name] != c.reason and (roots is None or any(c.path.resolve().is_relative_to(r) for r in roots))
+    ]
     result = Suggestions(wrong={c.name: (c.reason, before[c.name]) for c in wrong})
     if not wrong:
         return result

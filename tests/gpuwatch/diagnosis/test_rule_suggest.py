@@ -81,3 +81,26 @@ def test_only_the_cases_holding_a_rule_s_keyword_are_diagnosed_again_and_the_ver
         assert proposal.missed == tuple(n for n in proposal.cluster if after[n] != proposal.reason)
         changed = {n: (before[n], after[n]) for n in before if n not in proposal.cluster and after[n] != before[n]}
         assert proposal.changed == changed, proposal.rule["id"]
+
+
+def test_learning_from_one_corpus_leaves_the_other_corpus_misses_alone_but_checks_them(tmp_path: Path) -> None:
+    """--learn-from: on-call's exported cases are learnt from; the shipped corpus's own misses are not clusters, and
+    its cases still refuse a rule that would change them."""
+    shipped, exported = tmp_path / "shipped", tmp_path / "exported"
+    _case(shipped, "001-shipped-miss", "storage_error", [WEIRD.format(n=1, host="gpu-a01")])
+    _case(
+        shipped,
+        "002-real-cuda",
+        "cuda_error",
+        ["[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered"],
+    )
+    _case(exported, "101-oncall", "storage_error", [WEIRD.format(n=9, host="gpu-c03")])
+    cases = load_corpus([shipped, exported])
+    everything = suggest(cases)
+    assert set(everything.wrong) == {"001-shipped-miss", "101-oncall"}
+    learnt = suggest(cases, learn_from=[exported])
+    assert set(learnt.wrong) == {"101-oncall"}
+    (proposal,) = learnt.proposals
+    assert proposal.cluster == ("101-oncall",)
+    # the shipped miss has the same text: the rule fixes it too, which is a change to another case's answer
+    assert proposal.changed == {"001-shipped-miss": ("unknown", "storage_error")} and not proposal.accepted
