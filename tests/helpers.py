@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -52,31 +51,10 @@ def require_tool(*names: str) -> str:
     pytest.skip(reason)
 
 
-def _ephemeral_range() -> tuple[int, int]:
-    try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):  # not Linux: the IANA dynamic range
-        return 49152, 65535
-
-
 def free_port() -> int:
-    """A loopback port free now, for a server a test starts later, chosen below the kernel's ephemeral range.
-
-    A port the kernel hands out for ``bind(0)`` comes from the same range as the source ports of outgoing
-    connections, so any client in a test running beside this one could take it before the server binds it (fresh-ci
-    saw a compose-stack server fail with "address already in use" a minute after its port was chosen). Ports below
-    that range are only ever taken by an explicit bind."""
-    low = _ephemeral_range()[0]
-    for _ in range(200):
-        port = random.randrange(10_000, low)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free loopback port in 10000-{low - 1} after 200 tries")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def wait_until(check: Callable[[], T], timeout: float = 20.0, what: str = "condition", every: float = 0.05) -> T:
