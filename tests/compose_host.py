@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from tests.helpers import REPO, Proc, free_port
+from tests.helpers import REPO, Proc, reserved_port
 
 COMPOSE_FILE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "Dockerfile"
@@ -144,13 +144,20 @@ class HostMap:
 
     def __init__(self, compose: Mapping[str, Any], root: Path, container_ports: Mapping[str, int]) -> None:
         self.compose, self.root = compose, root
+        #: the host ports, held until `release` so that no other process's connection takes one meanwhile
+        self._held = {name: reserved_port() for name in container_ports}
         #: service → (container port, host port)
-        self.ports = {name: (port, free_port()) for name, port in container_ports.items()}
+        self.ports = {name: (port, self._held[name].getsockname()[1]) for name, port in container_ports.items()}
         self._paths: dict[str, dict[str, Path]] = {}
         (root / "home").mkdir(parents=True, exist_ok=True)
 
     def host_port(self, service: str) -> int:
         return self.ports[service][1]
+
+    def release(self) -> None:
+        """Let go of the host ports (after the services listening on them have stopped)."""
+        for held in self._held.values():
+            held.close()
 
     def url(self, service: str, path: str = "") -> str:
         return f"http://127.0.0.1:{self.host_port(service)}{path}"

@@ -57,6 +57,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def reserved_port() -> socket.socket:
+    """A loopback port held for a server started later: a socket bound with ``SO_REUSEADDR`` that never
+    listens. The kernel hands a bound port to no outgoing connection and to no other ``bind(0)``, so the
+    port stays free for the minutes a stack takes to start (`free_port`'s port can be taken meanwhile by
+    any connection's ephemeral port), while a server that also sets ``SO_REUSEADDR`` (uvicorn, Go's
+    listeners, ``http.server``) can still bind and listen on it. Close it when the server has stopped."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    return s
+
+
 def wait_until(check: Callable[[], T], timeout: float = 20.0, what: str = "condition", every: float = 0.05) -> T:
     """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

@@ -17,6 +17,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -168,6 +169,7 @@ class Stack:
     def stop(self) -> None:
         for service, proc in reversed(self.procs.items()):
             proc.stop(signal.SIGINT if service == "postgres" else signal.SIGTERM)  # SIGINT: PostgreSQL's fast stop
+        self.hosts.release()
 
 
 def _require_postgres_server() -> Path:
@@ -302,6 +304,25 @@ def test_the_grafana_healthcheck_is_curl_on_its_port(tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+        hosts.release()
+
+
+def test_host_ports_are_held_from_the_map_until_released(tmp_path: Path) -> None:
+    """A port chosen minutes before its service starts was once taken meanwhile by another test's outgoing
+    connection ("address already in use"): the map holds each port until `release`, and a server that sets
+    SO_REUSEADDR, as every service here does, still listens on it."""
+    hosts = HostMap(load_compose(SHELL_ENV), tmp_path, {"server": 8600, "prometheus": 9090})
+    port = hosts.host_port("server")
+    assert port != hosts.host_port("prometheus")
+    with socket.socket() as other, pytest.raises(OSError):  # no other bind, so no connection's port either
+        other.bind(("127.0.0.1", port))
+    with socket.socket() as service:
+        service.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        service.bind(("127.0.0.1", port))
+        service.listen()
+    hosts.release()
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", port))
 
 
 def test_every_healthcheck_calls_a_program_its_image_ships() -> None:
