@@ -102,7 +102,8 @@ _BRANCH_SUFFIX = re.compile(r"(?i)[-_.](?:main|master|develop|dev|v?\d[\w.]*)$")
 
 def _checkout_packages(frame: str) -> list[str]:
     """The package directories in ``frame`` that sit right inside (or under src/ or python/ of) a directory
-    named for them: a framework's repository run from its checkout."""
+    named for them: a framework's repository run from its checkout. The repository's name may carry its
+    organisation's prefix ("lightning-thunder/thunder/")."""
     parts = _PATH_SEP.split(frame)[:-1]  # the directories; the last part is the file
     found = []
     for k in range(2, len(parts)):
@@ -110,7 +111,8 @@ def _checkout_packages(frame: str) -> list[str]:
         if not _IDENTIFIER.fullmatch(package):
             continue
         outer = parts[k - 2] if parts[k - 1].lower() in ("src", "python") and k >= 3 else parts[k - 1]
-        names = {outer, _BRANCH_SUFFIX.sub("", outer)}
+        base = _BRANCH_SUFFIX.sub("", outer)
+        names = {outer, base, base.rsplit("-", 1)[-1]}
         if package.lower().replace("_", "") in {n.lower().replace("-", "").replace("_", "") for n in names}:
             found.append(package)
     return found
