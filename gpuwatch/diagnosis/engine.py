@@ -209,6 +209,11 @@ _LAUNCHER_FRAME = re.compile(
 _DEVICE_LIST_INDEX = re.compile(
     r"\b\w*(?:dev|device|gpu|place)s?(?:_list|_ids|list|ids)?\[\s*(?:[\w.]+\.)?(?:device_id|gpu_id|device_index|gpu_index|local_rank)\s*\]"
 )
+# Round 150's batch: DeepSpeed's op builder compiling or loading an op at run time (its CPU Adam on each node,
+# case 5504).
+_OP_BUILD_FRAME = re.compile(
+    r"[\\/]deepspeed[\\/]ops[\\/]op_builder[\\/]\w+\.py\S*,? line \d+, in (?:jit_load|load|build)\b"
+)
 # A frame of a framework's checkpoint loading (Lightning's load_from_checkpoint and checkpoint connector,
 # torch's load_state_dict, mmcv's load_checkpoint, Keras' load_weights, Chainer's serializers: load_npz
 # resuming a trainer whose snapshot does not fit the run, case 897): an exception that says only its type
@@ -957,6 +962,7 @@ class _Scanner:
         model_table = False  # the last frame is transformers' table of model types
         paths: list[str] = []  # every frame's path, in order
         loading = False  # a frame of checkpoint loading was passed
+        building = False  # a frame of DeepSpeed's op builder was passed
         from_loader = False  # a frame of the DataLoader's machinery was passed
         from_worker = False  # the DataLoader re-raised a worker's exception
         locating = False  # the last frame is Hydra's _locate
@@ -998,6 +1004,26 @@ class _Scanner:
                     # IPython's header named the exception and the excerpt ends before its final line (case
                     # 2184): the type its header gave, raised at the last frame.
                     self._exception(i, view.get(i) or named, named, None, exc, last_frame, caller=caller)
+                elif not ignored and loading and last_frame is not None:
+                    # The excerpt ends inside a framework's checkpoint loading with no exception shown (MMEngine's
+                    # resume under xtuner, the report's traceback cut, cases 5607, 5608): the checkpoint the run
+                    # loads, weakly (anything the run printed says more).
+                    end = view.get(j - 1) or ""
+                    self._add(
+                        j - 1,
+                        end,
+                        normalize(end)[1],
+                        "checkpoint_load_error",
+                        "root",
+                        0.4,
+                        18,
+                        "cut-in-checkpoint-loading",
+                    )
+                elif not ignored and building and last_frame is not None:
+                    # The excerpt ends inside DeepSpeed building an op at run time (its CPU Adam's jit_load across
+                    # nodes, case 5504): the op's build on this machine, weakly import_error.
+                    end = view.get(j - 1) or ""
+                    self._add(j - 1, end, normalize(end)[1], "import_error", "root", 0.4, 18, "cut-in-op-build")
                 break
             text, rank = normalize(line)
             text = strip(text)
@@ -1026,6 +1052,7 @@ class _Scanner:
                 item_lookup = _ITEM_FRAME.search(text) is not None
                 unimplemented = _UNIMPLEMENTED_FORWARD.search(text) is not None
                 loading = loading or _CHECKPOINT_FRAME.search(text) is not None
+                building = building or _OP_BUILD_FRAME.search(text) is not None
                 from_loader = from_loader or _LOADER_FRAME.search(text) is not None
                 from_worker = from_worker or _WORKER_RERAISE.search(text) is not None
                 from_worker = from_worker or _DATA_WORKER_FRAME.search(text) is not None
