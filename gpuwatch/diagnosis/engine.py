@@ -322,8 +322,11 @@ _RERAISE_FRAME = re.compile(r"[\\/]parallel_apply\.py\b|[\\/]torch[\\/]_utils\.p
 # worker's ExceptionWrapper): the exception is the worker's, though torch's "Caught X in DataLoader worker
 # process N" line may be missing (an exception whose str() failed: "soundfile.LibsndfileError: <exception
 # str() failed>", Bert-VITS2, case 946). Missing paths, permissions and connections stay their own reasons,
-# as the dataloader rule leaves them.
-_WORKER_RERAISE = re.compile(r"[\\/]torch[\\/]utils[\\/]data[\\/]dataloader\.py\", line \d+, in _process_data\b")
+# as the dataloader rule leaves them. Round 159: torch 0.4's _process_next_batch, which re-raised the worker's type
+# with its traceback as the message ("raise batch.exc_type(batch.exc_msg)", DSB2017, case 5721).
+_WORKER_RERAISE = re.compile(
+    r"[\\/]torch[\\/]utils[\\/]data[\\/]dataloader\.py\", line \d+, in _process_(?:data|next_batch)\b"
+)
 # Round 11B: a data loader's worker function in another framework's words (GluonNLP's and MXNet's
 # "_batch_worker_fn", "_worker_fn", "worker_loop" under a data/ package, run by a multiprocessing pool whose
 # RemoteTraceback carries what the worker raised, case 1056): what it raises is the data pipeline's, as a
