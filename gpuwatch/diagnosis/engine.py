@@ -214,6 +214,17 @@ _DEVICE_LIST_INDEX = re.compile(
 _OP_BUILD_FRAME = re.compile(
     r"[\\/]deepspeed[\\/]ops[\\/]op_builder[\\/]\w+\.py\S*,? line \d+, in (?:jit_load|load|build)\b"
 )
+
+
+def _cut_inside(loading: bool, building: bool) -> tuple[str, str] | None:
+    """(reason, what) for a traceback cut after a frame of checkpoint loading or of DeepSpeed's op builder."""
+    if loading:
+        return "checkpoint_load_error", "checkpoint-loading"
+    if building:
+        return "import_error", "op-build"
+    return None
+
+
 # A frame of a framework's checkpoint loading (Lightning's load_from_checkpoint and checkpoint connector,
 # torch's load_state_dict, mmcv's load_checkpoint, Keras' load_weights, Chainer's serializers: load_npz
 # resuming a trainer whose snapshot does not fit the run, case 897): an exception that says only its type
@@ -1007,26 +1018,13 @@ class _Scanner:
                     # IPython's header named the exception and the excerpt ends before its final line (case
                     # 2184): the type its header gave, raised at the last frame.
                     self._exception(i, view.get(i) or named, named, None, exc, last_frame, caller=caller)
-                elif not ignored and loading and last_frame is not None:
-                    # The excerpt ends inside a framework's checkpoint loading with no exception shown (MMEngine's
-                    # resume under xtuner, the report's traceback cut, cases 5607, 5608): the checkpoint the run
-                    # loads, weakly (anything the run printed says more).
+                elif not ignored and last_frame is not None and (cut := _cut_inside(loading, building)):
+                    # The excerpt ends inside a frame that names what was under way, with no exception shown
+                    # (MMEngine's resume under xtuner, cases 5607, 5608; DeepSpeed's jit_load of its CPU Adam, case
+                    # 5504): that, weakly (anything the run printed says more).
                     end = view.get(j - 1) or ""
-                    self._add(
-                        j - 1,
-                        end,
-                        normalize(end)[1],
-                        "checkpoint_load_error",
-                        "root",
-                        0.4,
-                        18,
-                        "cut-in-checkpoint-loading",
-                    )
-                elif not ignored and building and last_frame is not None:
-                    # The excerpt ends inside DeepSpeed building an op at run time (its CPU Adam's jit_load across
-                    # nodes, case 5504): the op's build on this machine, weakly import_error.
-                    end = view.get(j - 1) or ""
-                    self._add(j - 1, end, normalize(end)[1], "import_error", "root", 0.4, 18, "cut-in-op-build")
+                    reason, what = cut
+                    self._add(j - 1, end, normalize(end)[1], reason, "root", 0.4, 18, f"cut-in-{what}")
                 break
             text, rank = normalize(line)
             text = strip(text)
