@@ -358,7 +358,9 @@ class Supervisor:
         """Report the exit; for a failure, the decision: the server's, else the supervisor's own (the
         server away, or this supervisor told to stop), which is reported with the exit."""
         streams = [s for s in self._lines if s.startswith(f"run/{key}/")]
-        body = RunExit(exit_code=result.code, signal=result.signal, streams=streams, ended_at=result.ts)
+        with self._lock:
+            counts = {s: self._seq.get(s, 0) for s in streams}  # what the server waits for before diagnosing
+        body = RunExit(exit_code=result.code, signal=result.signal, streams=streams, lines=counts, ended_at=result.ts)
         if checkpoint is not None:
             body.checkpoint = CheckpointRef(path=str(checkpoint.path), step=checkpoint.step, saved_at=checkpoint.mtime)
         deadline = time.monotonic() + self.options.decision_timeout_s

@@ -105,6 +105,12 @@ class ServerSettings(_Group):
     ssl_certfile: Path | None = Field(default=None, description="serve HTTPS with this certificate (PEM)")
     ssl_keyfile: Path | None = Field(default=None, description="… and this private key (PEM)")
     incident_settle_s: float = Field(default=0.5, ge=0, description="wait for in-flight logs before diagnosing")
+    incident_lines_wait_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="a failed run whose exit report counted more lines than have arrived waits this long, at most, "
+        "for the rest before it is diagnosed",
+    )
     incident_resume_after_s: float = Field(
         default=30.0,
         gt=0,

@@ -556,6 +556,11 @@ class RunExit(_Model):
         default_factory=list, max_length=1024, description="the run's log streams"
     )
     ranks: list[RankExit] = Field(default_factory=list, max_length=100_000, description="how each rank ended")
+    lines: dict[Annotated[str, MaxLen(255)], Annotated[int, Ge(0), Le(INT64)]] = Field(
+        default_factory=dict,
+        max_length=1024,
+        description="each stream's number of lines as the supervisor read them: the diagnosis waits for them",
+    )
     checkpoint: CheckpointRef | None = Field(default=None, description="the latest valid checkpoint at the exit")
     local: LocalDecision | None = Field(default=None, description="the supervisor's own decision")
     ended_at: float | None = Field(

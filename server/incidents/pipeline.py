@@ -33,7 +33,7 @@ from gpuwatch.diagnosis.model import Diagnosis as Result
 from gpuwatch.diagnosis.model import LogSource
 from gpuwatch.diagnosis.xid import xid_event_line
 from gpuwatch.recovery import Decision, exit_failed
-from server.incidents import faults, hang_stacks, recover, silent_nodes, snapshot
+from server.incidents import faults, hang_stacks, late_lines, recover, silent_nodes, snapshot
 from server.incidents.context import IncidentContext
 from server.notify import notices
 from server.store.db import lock, transaction
@@ -71,6 +71,7 @@ def open_incident(
     local: tuple[Decision, bool] | None = None,
     once_since: datetime | None = None,
     hang: str | None = None,
+    lines: dict[str, int] | None = None,
 ) -> int | None:
     """Store a new incident and diagnose it on a timer thread (or at once, when ``result`` is given),
     then decide about the run (or record ``local``: the supervisor's own decision and whether it
@@ -79,7 +80,8 @@ def open_incident(
     Exactly once, across server replicas: a run gets one incident, and with ``once_since`` a node
     gets no second incident of the same trigger opened since then. The check and the insert hold a
     database lock on (trigger, node or run); None when the incident exists already. ``hang``: the job
-    tracker's words about a hung job, whose diagnosis waits for its ranks' stacks (`hang_stacks`)."""
+    tracker's words about a hung job, whose diagnosis waits for its ranks' stacks (`hang_stacks`).
+    ``lines``: each stream's line count as the exit reported it, waited for (`late_lines`)."""
     with transaction(ctx.sessions) as session:
         lock(session, f"incident:{trigger}:{node_id}" if run_id is None else f"incident:run:{run_id}")
         if run_id is not None and session.scalar(select(Incident.id).where(Incident.run_id == run_id)) is not None:
@@ -110,7 +112,8 @@ def open_incident(
             snapshot=taken,
             due_at=datetime.fromtimestamp(now + settle, UTC),
             inputs={"streams": [astuple(s) for s in streams], "checkpoint": checkpoint}
-            | ({"hang": hang} if hang is not None else {}),
+            | ({"hang": hang} if hang is not None else {})
+            | ({"lines": wait} if (wait := late_lines.expect([s.stream for s in streams], lines or {})) else {}),
         )
         session.add(incident)
         session.flush()
@@ -151,6 +154,9 @@ def advance(ctx: IncidentContext, incident_id: int) -> None:
         checkpoint = inputs.get("checkpoint")
         if state == "open":
             if (wait := silent_nodes.hold(ctx, incident_id)) is not None:  # a node's agent is silent
+                _wake(ctx, incident_id, wait)
+                return
+            if (wait := late_lines.hold(ctx, incident_id)) is not None:  # lines its exit counted are on the way
                 _wake(ctx, incident_id, wait)
                 return
             if (wait := hang_stacks.hold(ctx, incident_id)) is not None:  # a hang waits for its ranks' stacks
@@ -241,7 +247,7 @@ def diagnose_incident(ctx: IncidentContext, incident_id: int, streams: Sequence[
     result = diagnose(sources, llm=ctx.llm, rules_dir=str(rules_dir) if rules_dir else None)
     if result.node is None:
         result = replace(result, node=node_name)
-    result = silent_nodes.flag(result, inputs)
+    result = late_lines.flag(silent_nodes.flag(result, inputs), inputs)
     return result if _store(ctx, incident_id, result, times) else None
 
 

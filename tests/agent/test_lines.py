@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -420,6 +421,72 @@ def test_a_failed_runs_lines_are_its_evidence_with_the_nodes_clock_two_minutes_b
     with live_server.services.sessions() as s:
         times = list(s.scalars(select(LogLineRow.ts)))
     assert times and all(abs(t.replace(tzinfo=UTC).timestamp() - time.time()) < 60 for t in times)
+
+
+class _LinesAfterTheExit(BaseHTTPRequestHandler):
+    """A proxy to the server that refuses log batches (503, Retry-After 1 s) until the run's exit has
+    passed through and ``delay_s`` more: a node whose lines reach the server after its exit report."""
+
+    upstream = ""
+    delay_s = 2.0
+    exit_seen: float | None = None
+
+    def _forward(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        cls = type(self)
+        if self.path.endswith("/ingest") and (cls.exit_seen is None or time.monotonic() < cls.exit_seen + cls.delay_s):
+            self.send_response(503)
+            self.send_header("Retry-After", "1")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        keep = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection")}
+        got = httpx.request(self.command, cls.upstream + self.path, content=body, headers=keep, timeout=60)
+        if "/exit" in self.path and got.status_code < 300:
+            cls.exit_seen = time.monotonic()
+        self.send_response(got.status_code)
+        for k, v in got.headers.items():
+            if k.lower() not in ("content-length", "transfer-encoding", "connection", "content-encoding"):
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(got.content)))
+        self.end_headers()
+        self.wfile.write(got.content)
+
+    do_GET = do_POST = _forward
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_lines_that_reach_the_server_after_the_exit_are_still_the_runs_evidence(
+    live_server: InProcessServer, tmp_path: Path
+) -> None:
+    """An overloaded or briefly unwilling server takes the exit before the lines: the exit says how many
+    lines each stream has, and the diagnosis waits for them (it used to answer unknown, with no evidence)."""
+    _LinesAfterTheExit.upstream, _LinesAfterTheExit.exit_seen = live_server.url, None
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), _LinesAfterTheExit)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    settings = Settings(
+        data_dir=tmp_path / "sup",
+        server_url=f"http://127.0.0.1:{proxy.server_address[1]}",
+        token=new_token(live_server.services.settings.effective_database_url, NODE),
+        node=NODE,
+    )
+    script = "import sys; print('Traceback (most recent call last):'); print(\"KeyError: 'labels'\"); sys.exit(1)"
+    sup = Supervisor(settings, Options(job="late-lines", command=[sys.executable, "-c", script], decision_timeout_s=20))
+    try:
+        assert sup.run() != 0
+    finally:
+        proxy.shutdown()
+
+    def diagnosis() -> Diagnosis | None:
+        with live_server.services.sessions() as s:
+            return s.scalar(select(Diagnosis))
+
+    got = wait_until(diagnosis, what="the run's diagnosis")
+    assert _LinesAfterTheExit.exit_seen is not None
+    assert got.reason == "script_error", (got.reason, got.evidence)
+    assert "KeyError" in " ".join(e["text"] for e in got.evidence)
 
 
 def test_the_server_applies_a_batchs_clock_offset_to_its_times(live_server: InProcessServer, tmp_path: Path) -> None:

@@ -251,6 +251,7 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
                 run_id=run_id,
                 streams=streams,
                 checkpoint=checkpoint,
+                lines=body.lines,
             )
         return RunEnded(run_id=run_id, state=state, incident_id=incident_id)
 
