@@ -248,6 +248,10 @@ _CHECKPOINT_FRAME = re.compile(
     # on fewer devices cannot reshape, case 3428)
     r"|[\\/]orbax[\\/]checkpoint[\\/]\S+,? (?:line \d+, )?in _?(?:\w+\.)?(?:restore|deserialize|async_deserialize)\w*\b"
 )
+# The last frame's code line calling a checkpoint loader ("teacher, _, _ = apputils.load_checkpoint(teacher,
+# chkpt_file=args.kd_resume)", Distiller's knowledge distillation, the excerpt cut there, case 4670): a traceback cut
+# there was loading a checkpoint, as one cut inside the loader's own frame was.
+_CHECKPOINT_CALL = re.compile(r"\b(?:load_checkpoint|load_state_dict|load_from_checkpoint|load_weights|torch\.load)\(")
 # A framework's attribute-lookup hook (torch's Module.__getattr__): an AttributeError it raises answers the
 # caller's lookup (`model.module` on a model DDP never wrapped), so the frame before it decides.
 _LOOKUP_FRAME = re.compile(r", in __getattr(?:ibute)?__\s*$")
@@ -1018,13 +1022,28 @@ class _Scanner:
                     # IPython's header named the exception and the excerpt ends before its final line (case
                     # 2184): the type its header gave, raised at the last frame.
                     self._exception(i, view.get(i) or named, named, None, exc, last_frame, caller=caller)
-                elif not ignored and last_frame is not None and (cut := _cut_inside(loading, building)):
+                elif (
+                    not ignored
+                    and last_frame is not None
+                    and (cut := _cut_inside(loading or _CHECKPOINT_CALL.search(code or "") is not None, building))
+                ):
                     # The excerpt ends inside a frame that names what was under way, with no exception shown
                     # (MMEngine's resume under xtuner, cases 5607, 5608; DeepSpeed's jit_load of its CPU Adam, case
                     # 5504): that, weakly (anything the run printed says more).
                     end = view.get(j - 1) or ""
                     reason, what = cut
                     self._add(j - 1, end, normalize(end)[1], reason, "root", 0.4, 18, f"cut-in-{what}")
+                elif not ignored and last_frame is not None and (after_frame or last_body == j - 1):
+                    # The excerpt ends inside any other frame (on its header or its source line), its
+                    # exception lost (speechbrain's recipe in the user's train_conf.py, case 6034; DeepSpeed's ZeRO
+                    # state_dict, case 6075): whose code was running, as an exception raised there would be read;
+                    # only when nothing else was found (a cascade, a warning that outweighs nothing).
+                    end = view.get(j - 1) or ""
+                    inside = self.rules.frameworks.path(last_frame)
+                    reason, what = ("framework_error", "framework") if inside else ("script_error", "script")
+                    self._add(
+                        j - 1, end, normalize(end)[1], reason, "cascade", 0.35, 15, f"cut-in-{what}", "warning", False
+                    )
                 break
             text, rank = normalize(line)
             text = strip(text)
