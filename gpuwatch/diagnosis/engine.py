@@ -236,7 +236,10 @@ def _cut_inside(loading: bool, building: bool) -> tuple[str, str] | None:
 _CHECKPOINT_FRAME = re.compile(
     r"\bin _?(?:load_from_checkpoint|load_model_state|load_state_dict(?:_\w+)?|load_checkpoint|restore_training_state"
     r"|load_from_file|restore_model|restore_optimizers_and_schedulers|resume_from_checkpoint"
-    r"|load_from_state_dict|load_npz|load_hdf5|load_weights|resume|load_or_resume)\b|checkpoint_connector\.py"
+    r"|load_from_state_dict|load_npz|load_hdf5|load_weights|resume|load_or_resume"
+    # Rounds 173-176: a loader named for the weights it copies (Detectron.pytorch's load_detectron_weight, case 6162;
+    # Detectron's initialize_gpu_from_weights_file asserting a blob's shape, case 6163)
+    r"|load_\w+_weights?|initialize_\w*from_weights_file)\b|checkpoint_connector\.py"
     r"|/chainer/serializers/"
     # Round 62A: torch.distributed.checkpoint's loader (its "assert metadata is not None" under SimpleTuner's FSDP
     # resume, case 3019)
