@@ -57,6 +57,7 @@ MpiDefault=none
 MailProg=/bin/true
 ReturnToService=2
 KillWait=2
+SlurmdDebug=debug
 NodeName={node} NodeAddr=127.0.0.1 CPUs=2 RealMemory=1000 State=UNKNOWN
 NodeName={ghost} NodeAddr=127.0.0.2 CPUs=2 RealMemory=1000 State=FUTURE
 PartitionName=debug Nodes={node},{ghost} Default=YES MaxTime=INFINITE State=UP
@@ -100,7 +101,18 @@ class SlurmCluster:
         job = self.run("scontrol", "show", "job", "-o", job_id, check=False).stdout.strip()
         out = self.root / "jobs" / f"{job_id}.out"
         tail = out.read_text(errors="replace")[-2000:] if out.exists() else "(no output file)"
-        return f"job {job_id}: {job}\n-- output:\n{tail}\n-- node: {self.node_info()}"
+        return f"job {job_id}: {job}\n-- output:\n{tail}\n-- node: {self.node_info()}\n{self._log_lines(job_id)}"
+
+    def _log_lines(self, job_id: str, last: int = 20) -> str:
+        """The daemons' last log lines about one job: why Slurm did what it did."""
+        names = (f"JobId={job_id} ", f"JobId={job_id}:", f"job {job_id}", f"jobid {job_id}", f"JOB {job_id} ")
+        out = []
+        for daemon in ("slurmctld", "slurmd"):
+            path = self.root / "log" / f"{daemon}.log"
+            lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+            about = [line for line in lines if any(name in line + " " for name in names)]
+            out.append(f"-- {daemon}.log about job {job_id}:\n" + "\n".join(about[-last:]))
+        return "\n".join(out)
 
     def node_info(self, name: str = NODE) -> tuple[str, str]:
         """(state, reason) as sinfo tells them, e.g. ("drained", "gpuwatch: xid 79")."""

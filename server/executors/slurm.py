@@ -9,6 +9,11 @@ Two Slurm behaviours shape `restart` (seen on Slurm 22.05):
   requeued first and its exclusions changed after (allowed while it is still COMPLETING).
 - A requeued job becomes eligible only ~2 minutes later, and `StartTime=now` given while the job is
   still COMPLETING is overwritten when the requeue completes; so the executor waits for PENDING first.
+- slurmd refuses a launch whose credential is no newer, in whole seconds, than the kill of the job's
+  previous run ("Job credential revoked"), and slurmctld then ends the job FAILED instead of running
+  it. Slurm's delay avoids that; the executor gives `StartTime=now` only once the requeue's second has
+  passed. (`StartTime=now+1` would be just as safe, but nothing wakes the scheduler when that second
+  comes: the job then waits for its next periodic pass, up to half a minute.)
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ MAX_REASON = 200
 _JOB_ID = re.compile(r"\d+(?:_\d+)?")  # a job, or one task of an array job
 _NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # one node name, no hostlist expressions
 _SETTLING = {"COMPLETING", "REQUEUED", "REQUEUE_FED"}  # on the way from a requeue to PENDING
+_CLOCK_MARGIN_S = 0.05  # for the skew between this host's clock and slurmctld's
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +83,7 @@ class SlurmExecutor:
         requeued = state != "PENDING"  # a pending job has nothing to requeue ("Job is pending execution")
         if requeued:
             run = self._run(self.scontrol, ["requeue", job], log)
+            requeued_at = time.time()  # the previous run's kill is no later than this
             if not run.ok:
                 return ActionResult(False, f"requeue of job {job} ({state}) failed: {run.error}", tuple(log))
             done.append(f"requeued (was {state})")
@@ -96,6 +103,7 @@ class SlurmExecutor:
                 done.append(f"state after the requeue unknown: {settled.error}")
                 return ActionResult(False, f"job {job}: " + "; ".join(done), tuple(log))
             if settled == "PENDING":
+                time.sleep(max(0.0, int(requeued_at) + 1 + _CLOCK_MARGIN_S - time.time()))
                 run = self._run(self.scontrol, ["update", f"JobId={job}", "StartTime=now"], log)
                 if not run.ok:
                     done.append(f"StartTime=now failed ({run.error}): it starts ~2 minutes after the requeue")

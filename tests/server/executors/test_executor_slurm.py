@@ -40,12 +40,40 @@ def test_requeue_with_exclusion_restarts_the_job_at_once(slurm: SlurmCluster, ex
         timeout=60,
         what="the requeued job to run again",
     )
-    # without StartTime=now a requeued job waits ~2 minutes before it is eligible
+    # without StartTime a requeued job waits ~2 minutes before it is eligible
     assert time.monotonic() - started < 60
     assert again["Restarts"] == "1"
     assert again["ExcNodeList"] == GHOST
     assert again["NodeList"] == NODE
     assert executor.job_state(JobTarget("slurm", job)) == "RUNNING"
+
+
+@pytest.mark.slurm
+def test_a_requeued_job_is_not_launched_within_the_second_of_its_requeue(
+    slurm: SlurmCluster, executor: SlurmExecutor
+) -> None:
+    """slurmd refuses a batch launch whose credential is no newer, to the second, than the kill of the
+    job's previous run ("Job credential revoked"), and slurmctld then ends the job FAILED for good
+    instead of running it. Slurm's own requeue delay avoids this; a restart that skips it must too."""
+    runs = slurm.root / "jobs" / "killed-runs.txt"
+    # Like a training job, it takes a moment to stop when Slurm's SIGTERM comes.
+    job = slurm.sbatch(f"trap 'sleep 0.3; exit 143' TERM; echo run >> {runs}; sleep 300 & wait")
+    _running(slurm, job)
+    wait_until(lambda: runs.exists() and runs.read_text().count("run") == 1, what="the first run")
+    # Begin at the start of a second, so that requeue and release fall within one.
+    wait_until(lambda: time.time() % 1 < 0.05, timeout=5, what="the start of a second", every=0.005)
+    second = int(time.time())
+
+    result = executor.restart(JobTarget("slurm", job), exclude_nodes=[], reason="xid 79")
+
+    assert result.ok, result
+    eligible = slurm.job(job)["EligibleTime"]
+    assert time.mktime(time.strptime(eligible, "%Y-%m-%dT%H:%M:%S")) > second, (eligible, second, result)
+    try:
+        wait_until(lambda: runs.read_text().count("run") == 2, timeout=60, what="the requeued job's second run")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{slurm.describe(job)}") from None
+    assert _running(slurm, job)["Restarts"] == "1"
 
 
 @pytest.mark.slurm
