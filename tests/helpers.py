@@ -17,6 +17,7 @@ import httpx
 import pytest
 import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import Select
 
 from gpuwatch.config import Settings
 from gpuwatch.protocol import GpuSample, GpuSeries, to_series
@@ -30,6 +31,7 @@ TESTS = Path(__file__).resolve().parent  # the shared data (data/, fixtures/, jo
 REPO = TESTS.parent
 
 T = TypeVar("T")
+R = TypeVar("R")
 CLI = [sys.executable, "-m", "gpuwatch"]
 
 
@@ -102,6 +104,17 @@ def migrated_sqlite(tmp: Path) -> str:
     url = f"sqlite:///{tmp / 'gpuwatch.db'}"
     upgrade(url)
     return url
+
+
+def stored_one(url: str, statement: Select[tuple[R]]) -> R:
+    """The one row ``statement`` selects from the database at ``url``, read through an engine of its own
+    (what a test sees of what the server stored; the objects come detached)."""
+    engine = make_engine(url)
+    try:
+        with make_sessionmaker(engine)() as session:
+            return session.scalars(statement).one()
+    finally:
+        engine.dispose()
 
 
 def new_token(url: str, node: str) -> str:

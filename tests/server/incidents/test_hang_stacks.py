@@ -15,9 +15,17 @@ import pytest
 from sqlalchemy import select
 
 from gpuwatch.protocol import Batch, Event, JobProcess, RankStack, StackAnswer, StackFrame, StepReport, ThreadStack
-from server.store.db import make_engine, make_sessionmaker
 from server.store.models import Incident
-from tests.helpers import Proc, free_port, migrated_sqlite, new_admin_token, new_token, start_server, wait_until
+from tests.helpers import (
+    Proc,
+    free_port,
+    migrated_sqlite,
+    new_admin_token,
+    new_token,
+    start_server,
+    stored_one,
+    wait_until,
+)
 
 C10D = "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
 WAITING = (StackFrame(function="all_reduce", file="distributed_c10d.py", path=C10D, line=2800),)
@@ -114,12 +122,7 @@ def _hang_incident(c: Cluster) -> dict:
 
 
 def _incident(url: str) -> Incident:
-    engine = make_engine(url)
-    try:
-        with make_sessionmaker(engine)() as session:
-            return session.scalars(select(Incident).where(Incident.trigger == "hang")).one()
-    finally:
-        engine.dispose()
+    return stored_one(url, select(Incident).where(Incident.trigger == "hang"))
 
 
 def test_a_suspect_node_with_a_hardware_xid_is_excluded(cluster: Cluster) -> None:

@@ -16,9 +16,8 @@ import pytest
 from sqlalchemy import select
 
 from gpuwatch.config import Settings
-from server.store.db import make_engine, make_sessionmaker
 from server.store.models import Incident
-from tests.helpers import InProcessServer, free_port, migrated_sqlite, new_token, start_server, wait_until
+from tests.helpers import InProcessServer, free_port, migrated_sqlite, new_token, start_server, stored_one, wait_until
 
 STREAM = "run/train-1/stderr"
 TRACEBACK = ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>', "KeyError: 'labels'"]
@@ -30,12 +29,7 @@ def _lines(first: int, texts: list[str]) -> list[dict]:
 
 
 def _incident(url: str) -> Incident:
-    engine = make_engine(url)
-    try:
-        with make_sessionmaker(engine)() as session:
-            return session.scalars(select(Incident)).one()
-    finally:
-        engine.dispose()
+    return stored_one(url, select(Incident))
 
 
 def _diagnosis(api: httpx.Client, incident_id: int) -> dict:

@@ -18,7 +18,7 @@ from sqlalchemy import select, update
 from gpuwatch.config import Settings
 from server.store.db import make_engine, make_sessionmaker, transaction
 from server.store.models import Incident, Job, Node
-from tests.helpers import InProcessServer, free_port, migrated_sqlite, new_token, start_server, wait_until
+from tests.helpers import InProcessServer, free_port, migrated_sqlite, new_token, start_server, stored_one, wait_until
 
 CUDA = "[rank0]: RuntimeError: CUDA error: unspecified launch failure"
 XID = "[ 8812.113321] NVRM: Xid (PCI:0000:3a:00): 79, pid=4471, name=python, GPU has fallen off the bus."
@@ -37,12 +37,7 @@ def _agent_heard(url: str, node: str, ago_s: float) -> None:
 
 
 def _incident(url: str) -> Incident:
-    engine = make_engine(url)
-    try:
-        with make_sessionmaker(engine)() as session:
-            return session.scalars(select(Incident)).one()
-    finally:
-        engine.dispose()
+    return stored_one(url, select(Incident))
 
 
 def _fail(api: httpx.Client, job: str = "train") -> tuple[int, int, float]:
