@@ -198,10 +198,14 @@ _DEBUGPY_HEAD = re.compile(r"^Exception has occurred: (?P<type>[A-Za-z_][\w.]*)\
 _UNCAUGHT = re.compile(r"\bUncaught (?=[A-Za-z_][\w.]*(?:Error|Exception)\b)")
 # Round 65's session: a launcher refusing what it was given to launch with, in its own code before any worker ran
 # (horovodrun's "ValueError: Invalid host input, please make sure it has format as : worker-0:2,worker-1:2." in
-# horovod/run/run.py, a hostfile in the wrong form, case 3083): the launch's arguments.
+# horovod/run/run.py, a hostfile in the wrong form, case 3083): the launch's arguments. Round 177: torch's elastic
+# rendezvous parsing what the launcher was given ("ValueError: The port number of the rendezvous endpoint 'None:None'
+# must be an integer between 0 and 65536." in rendezvous/utils.py, accelerate's --same_network given a value, case
+# 6251).
 _LAUNCHER_FRAME = re.compile(
     r"[\\/]horovod[\\/]run(?:ner)?[\\/]|[\\/]torch[\\/]distributed[\\/](?:run|launch)\.py$"
     r"|[\\/]deepspeed[\\/]launcher[\\/]|[\\/]accelerate[\\/]commands[\\/]"
+    r"|[\\/]torch[\\/]distributed[\\/]elastic[\\/]rendezvous[\\/]"
 )
 # Round 34A: a list of the devices the process sees, indexed by the device the launch asked for ("place =
 # dev_list[device_id]" in RocketQA's cross encoder, given device_id=5 on a machine with fewer GPUs, case 2103):
@@ -336,6 +340,9 @@ _CHECKPOINT_EXCEPTIONS = frozenset(
 # A frame that only re-raises what a replica raised (DataParallel's parallel_apply, torch's reraise): it
 # says nothing of where the exception came from, so the exception is judged as one with no frame.
 _RERAISE_FRAME = re.compile(r"[\\/]parallel_apply\.py\b|[\\/]torch[\\/]_utils\.py\", line \d+, in reraise")
+# Round 178: six's raise_from, which Python 2-compatible code (TensorFlow 2.0's eager execute, case 6271) runs from a
+# string: a frame of no file that only raises what its caller built, so the caller's frame stays the last.
+_RAISE_FROM_FRAME = re.compile(r'^\s*File "<string>", line \d+, in raise_from\s*$')
 # The DataLoader's main-process iterator handing on what a worker raised (_process_data re-raises the
 # worker's ExceptionWrapper): the exception is the worker's, though torch's "Caught X in DataLoader worker
 # process N" line may be missing (an exception whose str() failed: "soundfile.LibsndfileError: <exception
@@ -1053,6 +1060,8 @@ class _Scanner:
             frame = _FRAME.match(text)
             if not frame and (head := _RICH_WRAPPED.match(text)) is not None:
                 wrapped = head.group(1)
+                continue
+            if frame and _RAISE_FROM_FRAME.match(text):
                 continue
             if frame:
                 importing = (
