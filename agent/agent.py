@@ -1,5 +1,6 @@
 """The node agent: run the collectors, batch what they read into the spool; the shipper sends it. It
-also delivers the outboxes that ended `gpuwatch run` supervisors of this node left behind."""
+also delivers what ended `gpuwatch run` supervisors of this node left behind: their spooled log lines and
+their outboxes."""
 
 from __future__ import annotations
 
@@ -159,8 +160,8 @@ class Agent:
             self.stacks.wake()
 
     def _deliver_outboxes(self) -> None:
-        """Deliver the run records of this node's supervisors that ended before the server heard of them
-        (`agent.outbox`); while the server is away, back off as the shipper does."""
+        """Deliver the log lines and run records of this node's supervisors that ended before the server
+        had them (`agent.outbox.deliver_ended`); while the server is away, back off as the shipper does."""
         root = self.settings.data_dir / "supervisor"
         backoff = Backoff(base=1.0, cap=self.settings.agent.backoff_max_s)
         while not self.stop.is_set():

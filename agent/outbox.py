@@ -10,7 +10,8 @@ with the time it happens to be delivered.
 
 Every change rewrites the file whole and renames it into place, under an exclusive lock on a file
 beside it, so the supervisor and the agent never send the same record at once. A live supervisor also
-holds `alive_lock` for its whole life: the agent delivers only outboxes nobody holds. Delivering twice
+holds `alive_lock` for its whole life: the agent delivers only outboxes nobody holds, and with an ended
+supervisor's outbox the log lines left in its spool (first: a run's lines before its records). Delivering twice
 records once (a start is the same run by its key; the server records a replayed decision once).
 """
 
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from agent.api_client import ServerClient, Unanswered
+from agent.shipper import Shipper
+from agent.spool import Spool
 from gpuwatch.protocol import RunExit, RunStart
 
 log = logging.getLogger("gpuwatch.agent.outbox")
@@ -151,24 +154,50 @@ def hold_alive(home: Path) -> IO[str]:
 
 
 def deliver_ended(root: Path, client: ServerClient) -> tuple[int, Unanswered | None]:
-    """Deliver the outboxes under ``root`` (``<data_dir>/supervisor``) whose supervisor has ended (its
-    `ALIVE` lock free). Returns how many records are still pending, and the last reason one was not."""
+    """Deliver what the supervisors under ``root`` (``<data_dir>/supervisor``) that have ended (their
+    `ALIVE` lock free) left behind: the log lines still in their spool, then their outbox (a run's lines
+    before its records, as the supervisor sends them). Returns how many records are still pending, and the
+    last reason one was not."""
     pending, failed = 0, None
     if not root.is_dir():
         return 0, None
-    for path in sorted(root.glob(f"*/{FILE}")):
-        if path.stat().st_size == 0:
+    for home in sorted(p for p in root.iterdir() if p.is_dir()):
+        path, spool = home / FILE, home / "spool"
+        has_records = path.exists() and path.stat().st_size > 0
+        if not has_records and not _has_batches(spool):
             continue
-        with open(path.parent / ALIVE, "a") as alive:
+        with open(home / ALIVE, "a") as alive:
             try:
                 fcntl.flock(alive, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                continue  # its supervisor lives, and delivers its own outbox in order with its next runs
+                continue  # its supervisor lives, and sends its own lines and records in order with its next runs
             try:
-                left, why = Outbox(path).deliver(client)
+                if not _ship_lines(spool, client):
+                    left, why = (Outbox(path).pending() if has_records else 0), Unanswered(detail="its log lines first")
+                elif has_records:
+                    left, why = Outbox(path).deliver(client)
+                else:
+                    left, why = 0, None
             finally:
                 fcntl.flock(alive, fcntl.LOCK_UN)
         if left:
-            log.warning("%d run record(s) of %s still waiting for the server", left, path.parent.name)
+            log.warning("%d run record(s) of %s still waiting for the server", left, home.name)
         pending, failed = pending + left, why or failed
     return pending, failed
+
+
+def _has_batches(spool: Path) -> bool:
+    return spool.is_dir() and any(p.suffix == ".gz" for p in spool.iterdir())
+
+
+def _ship_lines(directory: Path, client: ServerClient) -> bool:
+    """Send an ended supervisor's spooled log batches; True when none is left."""
+    if not _has_batches(directory):
+        return True
+    spool = Spool(directory, max_bytes=1 << 62)  # read and sent only: its cap is the supervisor's business
+    shipper = Shipper(client, spool, None, heartbeat_s=None)
+    while spool.peek() is not None:
+        if shipper.step() > 0:
+            log.warning("log lines of %s still waiting for the server", directory.parent.name)
+            return False
+    return True

@@ -26,6 +26,7 @@ from sqlalchemy import func, select
 from agent.agent import Agent
 from agent.api_client import ServerClient
 from agent.collectors.logfile import LogTailer, TailPosition
+from agent.outbox import deliver_ended, hold_alive
 from agent.shipper import Backoff, Shipper
 from agent.spool import Spool
 from agent.supervisor import Options, Supervisor
@@ -487,6 +488,58 @@ def test_lines_that_reach_the_server_after_the_exit_are_still_the_runs_evidence(
     assert _LinesAfterTheExit.exit_seen is not None
     assert got.reason == "script_error", (got.reason, got.evidence)
     assert "KeyError" in " ".join(e["text"] for e in got.evidence)
+
+
+def test_lines_a_supervisor_could_not_send_before_it_ended_are_sent_by_the_nodes_agent(
+    live_server: InProcessServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that ends while the server refuses its log batches leaves them in its spool; its supervisor is
+    gone, so the node's agent, which delivers ended supervisors' run records, sends the lines too (they were
+    left on disk for good before)."""
+    monkeypatch.setattr(_LinesAfterTheExit, "delay_s", 3600.0)  # no log batch gets through while it runs
+    _LinesAfterTheExit.upstream, _LinesAfterTheExit.exit_seen = live_server.url, None
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), _LinesAfterTheExit)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    token = new_token(live_server.services.settings.effective_database_url, NODE)
+    settings = Settings(
+        data_dir=tmp_path / "sup", server_url=f"http://127.0.0.1:{proxy.server_address[1]}", token=token, node=NODE
+    )
+    script = "print('epoch 1 done'); print('saved checkpoint step 100')"
+    try:
+        assert Supervisor(settings, Options(job="ended", command=[sys.executable, "-c", script])).run() == 0
+    finally:
+        proxy.shutdown()
+    assert _LinesAfterTheExit.exit_seen is not None  # the run's records got through; its lines did not
+
+    def stored() -> list[str]:
+        with live_server.services.sessions() as s:
+            return list(s.scalars(select(LogLineRow.text).order_by(LogLineRow.seq)))
+
+    assert stored() == []
+    client = ServerClient(live_server.url, token)
+    try:
+        deliver_ended(settings.data_dir / "supervisor", client)  # what the node's agent runs every few seconds
+    finally:
+        client.close()
+    assert stored() == ["epoch 1 done", "saved checkpoint step 100"]
+    assert Spool(settings.data_dir / "supervisor" / "ended" / "spool", 1 << 30).peek() is None
+
+
+def test_the_agent_leaves_a_live_supervisors_lines_to_it(live_server: InProcessServer, tmp_path: Path) -> None:
+    root = tmp_path / "supervisor"
+    Spool(root / "live" / "spool", 1 << 30).put_batch(
+        Batch(batch_id=1, logs=[LogLine(stream="run/k/stdout", seq=0, ts=time.time(), text="still running")])
+    )
+    client = ServerClient(live_server.url, new_token(live_server.services.settings.effective_database_url, NODE))
+    alive = hold_alive(root / "live")
+    try:
+        deliver_ended(root, client)
+    finally:
+        alive.close()
+        client.close()
+    with live_server.services.sessions() as s:
+        assert s.scalar(select(func.count()).select_from(LogLineRow)) == 0
+    assert Spool(root / "live" / "spool", 1 << 30).peek() is not None
 
 
 def test_the_server_applies_a_batchs_clock_offset_to_its_times(live_server: InProcessServer, tmp_path: Path) -> None:
