@@ -248,6 +248,10 @@ _CHECKPOINT_FRAME = re.compile(
     # Round 62A: torch.distributed.checkpoint's loader (its "assert metadata is not None" under SimpleTuner's FSDP
     # resume, case 3019)
     r"|[\\/]torch[\\/]distributed[\\/]checkpoint[\\/]state_dict_loader\.py"
+    # Round 185: torch.load itself, reading a file that is not what it expects ("RuntimeError: Invalid magic number;
+    # corrupt file?" in _legacy_load, task_vectors' released weights, case 6401; "storage has wrong size", cases 6402,
+    # 6404)
+    r'|[\\/]torch[\\/]serialization\.py", line \d+, in _?(?:legacy_)?load\b'
     # Round 75's session: an optimizer restoring the state it was loaded with (AdamW.__setstate__ finding no "step" in a
     # resumed Ultralytics checkpoint's optimizer state, case 3385)
     r"|[\\/]torch[\\/]optim[\\/]\w+\.py\S*,? (?:line \d+, )?in (?:\w+\.)?__setstate__\b"
