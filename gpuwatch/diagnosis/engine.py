@@ -393,6 +393,11 @@ _ITEM_FRAME = re.compile(r", in __getitem__\s*$")
 # holds a container, EfficientNet-PyTorch fine-tuned by the reporter's loop, case 2824): the script's, though torch
 # raised it.
 _UNIMPLEMENTED_FORWARD = re.compile(r", in _forward_unimplemented\s*$")
+# Round 187: a NaN that reaches int() in the run's code for its losses ("ValueError: cannot convert float NaN to
+# integer" in DeepFaceLab's get_loss_history_preview, drawing a loss history that went NaN, cases 6442-6444): the loss
+# diverged; the plot only found out.
+_LOSS_FUNCTION_FRAME = re.compile(r", in \w*loss\w*\s*$", re.IGNORECASE)
+_NAN_TO_INT = re.compile(r"\bcannot convert float NaN to integer\b")
 # A line of a traceback between its frames: the source line under a frame, the carets under it,
 # "[Previous line repeated N more times]", and PyCharm's debugger's "python-BaseException" printed between a
 # frame and its source line (case 1128).
@@ -991,6 +996,7 @@ class _Scanner:
         lookup = False  # the last frame is a framework's attribute-lookup hook
         item_lookup = False  # the last frame is a container's __getitem__
         unimplemented = False  # the last frame is torch's stand-in forward of a module without one
+        in_loss_code = False  # the last frame is a function named for the run's losses
         model_table = False  # the last frame is transformers' table of model types
         paths: list[str] = []  # every frame's path, in order
         loading = False  # a frame of checkpoint loading was passed
@@ -1087,6 +1093,7 @@ class _Scanner:
                 model_table = _MODEL_TYPE_TABLE.search(text) is not None
                 item_lookup = _ITEM_FRAME.search(text) is not None
                 unimplemented = _UNIMPLEMENTED_FORWARD.search(text) is not None
+                in_loss_code = _LOSS_FUNCTION_FRAME.search(text) is not None
                 loading = loading or _CHECKPOINT_FRAME.search(text) is not None
                 building = building or _OP_BUILD_FRAME.search(text) is not None
                 from_loader = from_loader or _LOADER_FRAME.search(text) is not None
@@ -1114,6 +1121,8 @@ class _Scanner:
                     # ("return self.__getitem__(...)"), until the interpreter's depth runs out: nearly every sample is
                     # rejected (DDSP-SVC's clips shorter than its waveform_sec, case 2884): the data's.
                     self._add(j, line, rank, "dataloader_error", "root", 0.75, 52, "dataset-retry-recursion", "fatal")
+                elif not ignored and in_loss_code and name == "ValueError" and _NAN_TO_INT.search(text):
+                    self._add(j, line, rank, "loss_divergence", "root", 0.7, 58, "nan-in-loss-code", "fatal")
                 elif not ignored and unimplemented and name == "NotImplementedError":
                     self._add(j, line, rank, "script_error", "root", 0.75, 52, "module-without-forward", "fatal")
                 elif (
