@@ -29,7 +29,7 @@ from typing import IO, Any
 
 from agent.api_client import ServerClient, Unanswered
 from agent.shipper import Shipper
-from agent.spool import Spool
+from agent.spool import Spool, holds_batches
 from gpuwatch.protocol import RunExit, RunStart
 
 log = logging.getLogger("gpuwatch.agent.outbox")
@@ -163,8 +163,8 @@ def deliver_ended(root: Path, client: ServerClient) -> tuple[int, Unanswered | N
         return 0, None
     for home in sorted(p for p in root.iterdir() if p.is_dir()):
         path, spool = home / FILE, home / "spool"
-        has_records = path.exists() and path.stat().st_size > 0
-        if not has_records and not _has_batches(spool):
+        has_records, has_lines = path.exists() and path.stat().st_size > 0, holds_batches(spool)
+        if not has_records and not has_lines:
             continue
         with open(home / ALIVE, "a") as alive:
             try:
@@ -172,7 +172,7 @@ def deliver_ended(root: Path, client: ServerClient) -> tuple[int, Unanswered | N
             except BlockingIOError:
                 continue  # its supervisor lives, and sends its own lines and records in order with its next runs
             try:
-                if not _ship_lines(spool, client):
+                if has_lines and not _ship_lines(spool, client):
                     left, why = (Outbox(path).pending() if has_records else 0), Unanswered(detail="its log lines first")
                 elif has_records:
                     left, why = Outbox(path).deliver(client)
@@ -186,14 +186,8 @@ def deliver_ended(root: Path, client: ServerClient) -> tuple[int, Unanswered | N
     return pending, failed
 
 
-def _has_batches(spool: Path) -> bool:
-    return spool.is_dir() and any(p.suffix == ".gz" for p in spool.iterdir())
-
-
 def _ship_lines(directory: Path, client: ServerClient) -> bool:
-    """Send an ended supervisor's spooled log batches; True when none is left."""
-    if not _has_batches(directory):
-        return True
+    """Send an ended supervisor's spooled log batches (under its `ALIVE` lock); True when none is left."""
     spool = Spool(directory, max_bytes=1 << 62)  # read and sent only: its cap is the supervisor's business
     shipper = Shipper(client, spool, None, heartbeat_s=None)
     while spool.peek() is not None:

@@ -103,6 +103,12 @@ def _item(path: Path) -> SpoolItem | None:
     return SpoolItem(path, int(m.group(1)), counted, bool(m.group(6)), m.group(7) == "c3")
 
 
+def holds_batches(directory: Path) -> bool:
+    """Whether a spool directory holds batches, read from their names alone (no `Spool` is opened: opening
+    one clears the half-written files of whoever writes to it)."""
+    return directory.is_dir() and any(_item(p) is not None for p in directory.iterdir())
+
+
 class Spool:
     def __init__(self, directory: Path, max_bytes: int) -> None:
         self.directory = directory
