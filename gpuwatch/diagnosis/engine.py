@@ -312,7 +312,11 @@ _H5_MISSING = re.compile(r"Unable to (?:synchronously )?open object \(object '[^
 # the reporter's own data, case 2519; "Function MulBackward0 returned an invalid gradient at index 0" under
 # RoboSat.pink's trainer, case 2514): the report pasted the error from the issue's title, its type lost. Judged
 # as the traceback's final exception would be, by its message and the frame that raised it.
-_UNTYPED_MESSAGE = re.compile(r"^[A-Z][a-z]+(?: [\w(),.:'\[\]=<>-]+){3,}$")
+_UNTYPED_MESSAGE = re.compile(r"^[A-Z][a-z]+(?: [\w(),.:'`\[\]=<>-]+){3,}$")
+# Round 192: the same sentence under a raise statement whose message is on the lines below it ("raise ValueError(",
+# then "Please make sure to properly initialize your accelerator via `accelerator = Accelerator()` ...", accelerate's
+# state.py, case 6540): the statement names the type the paste lost.
+_OPEN_RAISE = re.compile(r"^raise (?P<type>[A-Z]\w*(?:Error|Exception))\($")
 # Round 62A: a raise statement with a literal message, the last line of a cut excerpt ("raise ValueError(f\"Can't find
 # a valid checkpoint at {checkpoint_path}\")").
 _RAISE_STATEMENT = re.compile(r"^raise (?P<type>[A-Z]\w*(?:Error|Exception))\(f?(?P<q>[\"'])(?P<msg>.+?)(?P=q)\)\s*$")
@@ -513,6 +517,24 @@ _JAVA_JAR_FRAME = re.compile(
 # With no frame to tell where it was raised, the type decides as the taxonomy's evidence does:
 # RuntimeError and AssertionError are framework errors, the other types script errors.
 _FRAMEWORK_TYPES = frozenset({"RuntimeError", "AssertionError"})
+
+
+# A framework's exception type whose name blames the caller (Lightning's MisconfigurationException, TensorFlow's
+# InvalidArgumentError and NotFoundError, datasets' DatasetNotFoundError): raised by the framework, about the run.
+_CALLER_FAULT_TYPE = re.compile(
+    r"Misconfigur|Invalid|NotFound|Config|Argument|Value|Type|Key|Index|Attribute|Permission"
+)
+
+
+def _framework_type(qualified: str, frameworks: Frameworks) -> bool:
+    """Whether an exception's type, named with its module, is a framework's own error (round 196:
+    "_catboost.CatBoostError", "torch._dynamo.exc.TorchRuntimeError"): with no frame to say who raised it, the package
+    that defines the type did, unless the type's name blames the caller."""
+    module, _, name = qualified.rpartition(".")
+    package = module.split(".", 1)[0].lstrip("_")
+    return bool(package) and frameworks.package(package) and not _CALLER_FAULT_TYPE.search(name)
+
+
 # A loss the run printed just before a traceback (on the line before its header, or glued before the header
 # on the same line) that is no number any more or one no training reaches: NaN, inf, or twelve digits and
 # more before the point (ssd.pytorch's "iter 15 || Loss: 11002143798693440.0000 || Traceback (most recent
@@ -1190,7 +1212,8 @@ class _Scanner:
                 # The excerpt ends on a sentence under the last frame's source line: the final exception's
                 # line with its type lost (a report that pasted the issue's title under the frames).
                 if not ignored:
-                    typed = f"Exception: {text}"
+                    opened = _OPEN_RAISE.match(code)
+                    typed = f"{opened.group('type') if opened else 'Exception'}: {text}"
                     self._exception(
                         j,
                         line,
@@ -1353,7 +1376,11 @@ class _Scanner:
             return
         # With no frame (or only one that re-raises), the type decides.
         frameworks = self.rules.frameworks
-        in_framework = library_frame or (name in _FRAMEWORK_TYPES if frame is None else frameworks.path(frame))
+        in_framework = library_frame or (
+            name in _FRAMEWORK_TYPES or _framework_type(exc.group("type"), frameworks)
+            if frame is None
+            else frameworks.path(frame)
+        )
         if in_framework and frame is not None and _application_bug(name, msg, frame, frameworks):
             in_framework = False
         if in_framework and frame is not None and _library_refused_caller(name, frame, outer or caller, frameworks):
@@ -1540,7 +1567,9 @@ def _weigh(
             went_on = progress.get(c.evidence.line)
             survived = went_on is not None and went_on < after[0].evidence.line
         if survived:
-            out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} (survived)")
+            # Below every other cascade too: what the run went on from says less of how it ended than any line
+            # about the end (torch's driver warning, then the CPU run's "Floating point exception", case 1562).
+            out[k] = replace(c, role="cascade", rule_id=f"{c.rule_id} (survived)", priority=0)
     # A CUDA fault in one process after a failure that breaks what the GPU is given is its consequence, when
     # that failure was not survived: a transfer that failed on the wire leaves the GPU work it fed broken (a
     # GPU that faults first makes its peers' network errors, which come after it, and still outranks them); a

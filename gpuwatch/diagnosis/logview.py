@@ -21,7 +21,9 @@ PROGRESS_WINDOW = 5000
 # Signs that a run went on after an error (so the error was survived, not fatal): training progress.
 PROGRESS = re.compile(
     r"(?i)\b(?:step|iter(?:ation)?|epoch|it|global_step)\b\W{0,3}\[?\s*\d+.{0,120}\b(?:loss|lr|learning.rate)\b"
-    r"|\d+/\d+ \[(?:\d+:)?\d+:\d+<"
+    # tqdm's bar: "12/500 [00:31<...". At "0/20000 [00:00<?" it has only been drawn, no step is done (round 194:
+    # s3prl's "overall:   0%|...| 0/20000" under the exception that ended the run, case 6583)
+    r"|(?<![\d.])[1-9]\d*/\d+ \[(?:\d+:)?\d+:\d+<"
     # tqdm's bar for an iterable of unknown length: "1it [01:09, 70.00s/it]" (no total, no ETA); "0it" is no step
     r"|(?<![\w.])[1-9]\d*it \[(?:\d+:)?\d+:\d+, "
 )
