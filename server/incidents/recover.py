@@ -323,8 +323,11 @@ def successor(session: Session, incident: Incident) -> Run | None:
 
 
 def restart_done(action: Action, new: Run, detail: str) -> None:
-    """The restart happened: done at the restarted run's start (its registered time, whoever reports it)."""
-    action.status, action.finished_at, action.detail = "done", new.started_at, detail
+    """The restart happened: done at the restarted run's start (its registered time, whoever reports it), and
+    not before the decision that ordered it (the action's own time): a supervisor's start time reaches the
+    server moved by the clock offset it measured, which is off by its error."""
+    done_at = new.started_at if action.created_at is None else max(new.started_at, action.created_at)
+    action.status, action.finished_at, action.detail = "done", done_at, detail
     action.params = {**action.params, "new_run_id": new.id, "resume_from": new.resume_from}
 
 

@@ -4,7 +4,8 @@ The bodies are the run protocol's models (`gpuwatch.protocol`: `RunStart`, `RunE
 the ones the supervisor sends. Times a supervisor recorded on its node (a replay from its outbox) are
 moved onto the server's clock by the request's ``clock_offset_s`` and kept: a run that started,
 ended, was decided about and restarted during an outage is recorded with those times, not with the
-time the record arrived."""
+time the record arrived. The offset is a measurement, off by its error; what causality bounds stays in
+bounds (`_heard`, and a restart done no earlier than its decision: `server.incidents.recover.restart_done`)."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ async def start_run(request: Request, response: Response, node: NodeDep, svc: Se
     says the job runs there (403 otherwise)."""
     body = await read_model(request, RunStart, svc.settings.server.max_body_bytes)
     own_node(node, body.node, "start a run")
-    started_at = _when(on_server_clock(body.started_at, body.clock_offset_s), "started_at")
+    started_at = _heard(body.started_at, body.clock_offset_s, time.time(), "started_at")
     if body.policy is not None:
         try:
             policy_config(svc.settings.recovery, body.policy)
@@ -162,11 +163,11 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
     is a replay of one the server has: the decision is recorded once. Otherwise a repeated exit changes
     nothing. A run that succeeds resolves its job's decided incidents."""
     body = await read_model(request, RunExit, svc.settings.server.max_body_bytes)
-    offset = body.clock_offset_s
+    offset, now = body.clock_offset_s, time.time()
     for name, ts in body.times():  # a time every reader (lost work, the period report) can make a date of
         _when(on_server_clock(ts, offset), name)
-    ended_at = on_server_clock(body.ended_at, offset)
-    saved_at = on_server_clock(body.checkpoint.saved_at, offset) if body.checkpoint else None
+    ended_at = _heard(body.ended_at, offset, now, "ended_at")
+    saved_at = _heard(body.checkpoint.saved_at, offset, now, "checkpoint.saved_at") if body.checkpoint else None
     local = None
     if body.local is not None:
         try:
@@ -180,11 +181,11 @@ async def run_exit(run_id: int, request: Request, node: NodeDep, svc: ServicesDe
         own_node(node, diagnosis.node, "report a diagnosis")
         for named in (decision.node, *decision.exclude_nodes):
             own_node(node, named, "decide")
-        decided_at = on_server_clock(body.local.decided_at, offset)
+        decided_at = _heard(body.local.decided_at, offset, now, "local.decided_at")
         local = SupervisorDecision(
             diagnosis,
             replace(decision, at=time.time() if decided_at is None else decided_at),
-            on_server_clock(body.local.restarted_at, offset),
+            _heard(body.local.restarted_at, offset, now, "local.restarted_at"),
         )
     streams = [StreamExit(s, None, body.exit_code, body.signal) for s in body.streams]
     streams += [StreamExit(r.stream, r.rank, r.exit_code, r.signal) for r in body.ranks if r.stream]
@@ -395,6 +396,14 @@ def get_incident(incident_id: int, session: SessionDep) -> IncidentOut:
     if incident is None:
         raise HTTPException(404, f"no incident {incident_id}")
     return _incident_out(session, incident)
+
+
+def _heard(ts: float | None, offset_s: float | None, now: float, name: str) -> float | None:
+    """A node's time of something it reports, on the server's clock (422 outside the window a reader can date,
+    `_when`), and no later than ``now``, when the server heard of it: the measured offset is off by its error (a
+    few milliseconds on one loaded host), and a run cannot have started or ended after the server was told it had."""
+    moved = _when(on_server_clock(ts, offset_s), name)
+    return None if moved is None else min(moved, now)
 
 
 def _at(ts: float | None) -> datetime:

@@ -4,6 +4,7 @@ refused."""
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 import httpx
 import pytest
@@ -133,3 +134,43 @@ def test_reported_checkpoints_are_registered_once(client: httpx.Client) -> None:
         (10, ckpt["path"], first["id"]),
     ]
     assert client.get("/api/v1/jobs/999/checkpoints").status_code == 404
+
+
+def _times(client: httpx.Client, incident_id: int) -> tuple[float, float | None, float | None]:
+    """The incident's run's end, its decision's time and its restart's (seconds, the server's clock)."""
+    inc = client.admin.get(f"/api/v1/incidents/{incident_id}").json()  # type: ignore[attr-defined]
+    run = client.admin.get(f"/api/v1/runs/{inc['run_id']}").json()  # type: ignore[attr-defined]
+    stamp = lambda s: datetime.fromisoformat(s).timestamp() if s else None  # noqa: E731
+    decision = next(a for a in inc["actions"] if a["kind"] == "decision")
+    restart = next((a for a in inc["actions"] if a["kind"] == "restart"), None)
+    return stamp(run["ended_at"]), stamp(decision["created_at"]), stamp(restart and restart["finished_at"])
+
+
+@pytest.mark.parametrize("error_s", [-5.0, 5.0])
+def test_node_times_moved_by_a_wrong_offset_keep_exit_decision_and_restart_in_order(
+    client: httpx.Client, error_s: float
+) -> None:
+    """A supervisor's times reach the server moved by the clock offset it measured, which is off by the
+    measurement's error (milliseconds on one host under load; more across a slow link). Whatever the error,
+    the record keeps causality: a run does not end after the server heard of its end, and its restart is
+    not done before the decision that ordered it (fresh CI: a restart recorded 2.7 ms before its decision)."""
+    first = client.post("/api/v1/runs", json={"job": "c", "key": f"c-1{error_s}"}).json()["id"]
+    now = time.time()
+    ended = client.post(
+        f"/api/v1/runs/{first}/exit", json={"exit_code": 143, "ended_at": now, "clock_offset_s": error_s}
+    ).json()
+    heard_by = time.time()
+    assert _decision(client, first)["restart"] is True
+    client.post(
+        "/api/v1/runs",
+        json={
+            "job": "c",
+            "key": f"c-2{error_s}",
+            "restart_of": f"c-1{error_s}",
+            "started_at": time.time(),
+            "clock_offset_s": error_s,
+        },
+    )
+    ended_at, decided_at, restarted_at = _times(client, ended["incident_id"])
+    assert ended_at <= heard_by and ended_at <= decided_at, (ended_at, decided_at)
+    assert restarted_at is not None and decided_at <= restarted_at, (decided_at, restarted_at)
