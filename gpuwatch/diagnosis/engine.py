@@ -1350,7 +1350,12 @@ class _Scanner:
         if (
             name == "ValueError"
             and _EMPTY_DATA.search(msg)
-            and any(p is not None and _DATA_CODE.search(p) for p in (frame, caller, outer))
+            # with no frame shown at all, the run's likeliest empty collection is its data (round 200's session:
+            # RandLA-Net's "attempt to get argmin of an empty sequence" after an empty S3DIS batch, case 2962)
+            and (
+                frame is caller is outer is None
+                or any(p is not None and _DATA_CODE.search(p) for p in (frame, caller, outer))
+            )
         ):
             self._add(i, raw, rank, "dataloader_error", "root", 0.7, 52, "empty-data", severity)
             return
