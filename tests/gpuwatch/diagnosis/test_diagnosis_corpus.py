@@ -149,3 +149,38 @@ def test_first_sight_names_the_commit_whose_rules_answered(tmp_path: Path) -> No
     rules.write_text("# changed, not committed\n")
     with pytest.raises(SystemExit, match="uncommitted"):
         report.record_first_sight(corpus)
+
+
+def test_new_cases_are_checked_for_form_before_their_first_sight(tmp_path: Path) -> None:
+    """`bench/check_cases.py` (docs/held-out-rounds.md): a source the corpus has already, a label a case may not carry,
+    a first sight recorded too early, a described file that is missing and a fourth case from one repository are each
+    named; a well-formed case is not."""
+    spec = importlib.util.spec_from_file_location("check_cases", TESTS.parent / "bench" / "check_cases.py")
+    assert spec is not None and spec.loader is not None
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    log = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+
+    def case(name: str, toml: str) -> None:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "case.toml").write_text(toml)
+        (tmp_path / name / "train.log").write_text(log)
+
+    base = 'format = "pytorch"\nnote = "n"\n'
+    case("100-old", f'reason = "gpu_oom"\nsource = "o/r#1"\n{base}first_sight = "gpu_oom"\n')
+    case("200-good", f'reason = "gpu_oom"\nsource = "o/r#2"\n{base}')
+    case("201-known-source", f'reason = "gpu_oom"\nsource = "o/r#1"\n{base}')
+    case("202-hang", f'reason = "hang"\nsource = "o/q#3"\n{base}')
+    case("203-early", f'reason = "gpu_oom"\nsource = "o/q#4"\n{base}first_sight = "gpu_oom"\n')
+    case("204-missing-file", f'reason = "gpu_oom"\nsource = "o/q#5"\n{base}\n[files."rank1.log"]\nrank = 1\n')
+    case("205-fourth", f'reason = "gpu_oom"\nsource = "o/q#6"\n{base}')
+    found = check.problems(200, 299, tmp_path)
+    assert not [p for p in found if p.startswith("200-good")]
+    for needle in (
+        "201-known-source: source o/r#1 is already",
+        "202-hang: reason 'hang'",
+        "203-early: first_sight",
+        "204-missing-file: [files] names rank1.log",
+        "o/q: 4 cases",
+    ):
+        assert any(needle in p for p in found), (needle, found)
