@@ -44,7 +44,7 @@ def hold(ctx: IncidentContext, incident_id: int, now: float | None = None) -> fl
     under the incident's lock."""
     now = time.time() if now is None else now
     wait_s = ctx.settings.server.hang_stacks_wait_s
-    asked: list[int] = []
+    asked: list[tuple[int, int]] = []
     with transaction(ctx.sessions) as session:
         lock(session, f"incident:{incident_id}")
         incident = session.get(Incident, incident_id)

@@ -50,34 +50,40 @@ class Refused(Exception):
 
 class StackBoard:
     """Dumps pending per node id, as the database had them at the last `refresh` plus this server's own
-    requests since: what the ingest acknowledgement tells each agent, without a query per batch."""
+    requests since: what the ingest acknowledgement tells each agent, without a query per batch.
+
+    It holds each node's pending dump ids, not a count: the watchdog's refresh and a request's own `add` may
+    both see the same committed dump (a refresh landing between the request's commit and its handler's add),
+    and a set counts it once where a counter counted it twice (fresh CI: an agent told of 2 captures for 1)."""
 
     def __init__(self) -> None:
-        self._pending: dict[int, int] = {}
+        self._pending: dict[int, set[int]] = {}
         self._lock = threading.Lock()
 
     def pending(self, node_id: int) -> int:
         with self._lock:
-            return self._pending.get(node_id, 0)
+            return len(self._pending.get(node_id, ()))
 
-    def add(self, node_ids: Iterable[int]) -> None:
+    def add(self, dumps: Iterable[tuple[int, int]]) -> None:
+        """The (node id, dump id) of dumps just committed."""
         with self._lock:
-            for node_id in node_ids:
-                self._pending[node_id] = self._pending.get(node_id, 0) + 1
+            for node_id, dump_id in dumps:
+                self._pending.setdefault(node_id, set()).add(dump_id)
 
-    def done(self, node_id: int) -> None:
+    def done(self, node_id: int, dump_id: int) -> None:
         with self._lock:
-            if self._pending.get(node_id, 0) > 1:
-                self._pending[node_id] -= 1
-            else:
-                self._pending.pop(node_id, None)
+            left = self._pending.get(node_id)
+            if left is not None:
+                left.discard(dump_id)
+                if not left:
+                    del self._pending[node_id]
 
     def refresh(self, sessions: sessionmaker[Session]) -> None:
         with sessions() as session:
-            rows = session.execute(
-                select(StackDump.node_id, func.count()).where(StackDump.state == "pending").group_by(StackDump.node_id)
-            )
-            found = {node_id: int(n) for node_id, n in rows}
+            rows = session.execute(select(StackDump.node_id, StackDump.id).where(StackDump.state == "pending"))
+            found: dict[int, set[int]] = {}
+            for node_id, dump_id in rows:
+                found.setdefault(node_id, set()).add(dump_id)
         with self._lock:
             self._pending = found
 
@@ -109,9 +115,9 @@ def create(
     wait_s: float,
     incident_id: int | None = None,
     tracker: JobTracker | None = None,
-) -> tuple[StackRequest, list[int]]:
-    """A request for the stacks of every rank of ``job``, in the caller's transaction; with the node ids
-    asked (for `StackBoard.add` once committed). NoRanks when no rank of the job is known."""
+) -> tuple[StackRequest, list[tuple[int, int]]]:
+    """A request for the stacks of every rank of ``job``, in the caller's transaction; with the (node id, dump
+    id) of each dump (for `StackBoard.add` once committed). NoRanks when no rank of the job is known."""
     nodes = ranks_by_node(session, job, tracker)
     if not nodes:
         raise NoRanks(
@@ -129,10 +135,13 @@ def create(
     )
     session.add(req)
     session.flush()
-    for node_id, ranks in sorted(nodes.items()):
-        session.add(StackDump(request_id=req.id, node_id=node_id, ranks=ranks, state="pending"))
+    dumps = [
+        StackDump(request_id=req.id, node_id=node_id, ranks=ranks, state="pending")
+        for node_id, ranks in sorted(nodes.items())
+    ]
+    session.add_all(dumps)
     session.flush()
-    return req, sorted(nodes)
+    return req, [(d.node_id, d.id) for d in dumps]
 
 
 def tasks_for(session: Session, node_id: int) -> list[StackTask]:

@@ -42,20 +42,20 @@ async def request_stacks(job_id: int, request: Request, admin: AdminDep, svc: Se
         raise validation_error(exc) from None
     wait_s = body.wait_s or svc.settings.server.hang_stacks_wait_s or 20.0
 
-    def work() -> tuple[dict[str, Any], list[int]]:
+    def work() -> tuple[dict[str, Any], list[tuple[int, int]]]:
         with transaction(svc.sessions) as session:
             job = session.get(Job, job_id)
             if job is None:
                 raise HTTPException(404, f"no job {job_id}")
             try:
-                req, nodes = create(session, job, by=admin.who, wait_s=wait_s, tracker=svc.jobs)
+                req, dumps = create(session, job, by=admin.who, wait_s=wait_s, tracker=svc.jobs)
             except NoRanks as exc:
                 raise HTTPException(409, str(exc)) from None
             audit(session, admin.who, "job.stacks", job.name, request=req.id, wait_s=wait_s)
-            return describe(session, req), nodes
+            return describe(session, req), dumps
 
-    out, nodes = await run_in_threadpool(work)
-    svc.incidents.stacks.add(nodes)
+    out, dumps = await run_in_threadpool(work)
+    svc.incidents.stacks.add(dumps)
     return out
 
 
@@ -87,7 +87,7 @@ async def answer_task(dump_id: int, request: Request, node: NodeDep, svc: Servic
             raise HTTPException(404, str(exc)) from None
 
     await run_in_threadpool(work)
-    svc.incidents.stacks.done(node.id)
+    svc.incidents.stacks.done(node.id, dump_id)
 
 
 @router.get(Api.STACK_REQUEST.removeprefix(Api.PREFIX))

@@ -140,3 +140,26 @@ def test_a_job_without_known_ranks_cannot_be_asked(cluster: Cluster) -> None:
     job = cluster.admin.post("/api/v1/jobs", json={"name": "empty", "member_nodes": ["a"]}).json()
     refused = cluster.admin.post(f"/api/v1/jobs/{job['id']}/stacks")
     assert refused.status_code == 409 and "no rank of job empty is known" in refused.json()["detail"]
+
+
+def test_the_watchdogs_refresh_landing_between_a_request_and_its_count_does_not_count_it_twice(
+    cluster: Cluster,
+) -> None:
+    """The ingest acknowledgement's `stack_tasks` comes from the board the watchdog refreshes from the database;
+    the request's own handler adds its dumps once committed. A refresh that lands between the commit and that add
+    (fresh CI, under load: the agent told of 2 tasks for 1) must not count the same dump twice."""
+    board, sessions = cluster.server.services.incidents.stacks, cluster.server.services.sessions
+    add = board.add
+
+    def refreshed_first(dumps):  # the watchdog's refresh, after the commit and before the handler's own add
+        board.refresh(sessions)
+        add(dumps)
+
+    board.add = refreshed_first  # type: ignore[method-assign]
+    made = cluster.admin.post(f"/api/v1/jobs/{cluster.job_id}/stacks", json={"wait_s": 30})
+    assert made.status_code == 201, made.text
+    assert cluster.ingest(cluster.a)["stack_tasks"] == 1
+    (task,) = cluster.a.get("/api/v1/stacks/tasks").json()["tasks"]
+    ok = cluster.a.post(f"/api/v1/stacks/tasks/{task['dump_id']}", content=_body(_stack(0, *WAITING), _stack(1, *BUSY)))
+    assert ok.status_code == 204, ok.text
+    assert "stack_tasks" not in cluster.ingest(cluster.a) or cluster.ingest(cluster.a)["stack_tasks"] == 0
