@@ -408,7 +408,10 @@ _NAN_TO_INT = re.compile(r"\bcannot convert float NaN to integer\b")
 # Round 74's session: torch.compile's BackendCompilerFailed names the backend on a line of its own, over the exception
 # it caught ("backend='compile_fn' raised:", Lightning's DDP under torch.compile, case 3363): still the traceback's.
 _TRACEBACK_BODY = re.compile(
-    r"^[\s~^]*$|^\[Previous line repeated \d+ more times?\]$|^python-BaseException$"
+    # Python 3.13 shows a frame's whole statement, its middle lines elided and its closing bracket on a line of its own
+    # ("raise ValueError(", "...<2 lines>...", ")", torchtitan's get_mesh, case 6902)
+    r"^[\s~^]*$|^\[Previous line repeated \d+ more times?\]$|^python-BaseException$|^\s*\.\.\.<\d+ lines?>\.\.\.$"
+    r"|^\s*[)\]}]+[,;]?$"
     r"|^(?:[\w.]*BackendCompilerFailed: )?backend='[^']+' raised:$"
 )
 # The source line of the last frame is a for statement: the exception came from the iterator's
