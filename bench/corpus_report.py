@@ -8,7 +8,7 @@ number: the rules had not seen the text. The final number is what the rules say 
     .venv/bin/python bench/corpus_report.py                 # first sight vs final, per reason, confusion
     .venv/bin/python bench/corpus_report.py --record        # write first_sight into cases that lack it
     .venv/bin/python bench/corpus_report.py --markdown      # the tables for docs/diagnosis.md
-    .venv/bin/python bench/corpus_report.py --readme        # rewrite the counts and the index in the corpus's README
+    .venv/bin/python bench/corpus_report.py --readme        # rewrite the accuracy, counts, index in its README
     .venv/bin/python bench/corpus_report.py --rules-of REV --since 1701
                                                             # the same cases under another commit's rules
 
@@ -231,14 +231,22 @@ def report(markdown: bool = False, last: int | None = None) -> str:
 
 README = CORPUS / "README.md"
 # The README's parts written from the cases themselves: from the first heading to the next heading that is not one.
-_GENERATED = ("## Counts per reason", "## Counts per source format", "## Index of the real-text cases")
+_GENERATED = (
+    "## First sight and final accuracy",
+    "## Counts per reason",
+    "## Counts per source format",
+    "## Index of the real-text cases",
+)
+_LAST = 150  # the held-out window issue 19 sets its target on
+_TARGET = 0.90
 _FEW = 3  # a format token with fewer cases is counted, not listed
 
 
 def readme_sections(corpus: Path = CORPUS) -> dict[str, str]:
     """The corpus README's counts per reason, counts per format token and index of the real-text cases, as
     the cases say now (keyed by their headings' first words)."""
-    metas = [(case.name, load_case(case)[0]) for case in cases(corpus)]
+    results = run(corpus)
+    metas = [(name, m) for name, m, _ in results]
     real = [(name, m) for name, m in metas if "format" in m]
     synthetic = len(metas) - len(real)
     by_reason = Counter(m["reason"] for _, m in metas)
@@ -281,7 +289,61 @@ def readme_sections(corpus: Path = CORPUS) -> dict[str, str]:
             for name, m in real
         ),
     ]
-    return {head: "\n".join(part) + "\n" for head, part in zip(_GENERATED, (rows, formats, index), strict=True)}
+    parts = (_accuracy(results), rows, formats, index)
+    return {head: "\n".join(part) + "\n" for head, part in zip(_GENERATED, parts, strict=True)}
+
+
+def _accuracy(results: list[tuple[str, dict, Diagnosis]]) -> list[str]:
+    """First sight (held out: as written, `first_label` where a label moved after it) next to the rules' answers now,
+    over all real-text cases and over the last `_LAST`, per reason, and the last cases' first-sight confusion."""
+    new = [r for r in results if "first_sight" in r[1]]
+    last = new[-_LAST:]
+
+    def line(title: str, rows: list[tuple[str, dict, Diagnosis]]) -> str:
+        n = len(rows)
+        written = sum(m["first_sight"] == _written(m) for _, m, _ in rows)
+        today = sum(m["first_sight"] == m["reason"] for _, m, _ in rows)
+        cat = sum(_category(m["first_sight"]) == _category(m["reason"]) for _, m, _ in rows)
+        unknown = sum(m["first_sight"] == "unknown" for _, m, _ in rows)
+        final = sum(d.reason == m["reason"] for _, m, d in rows)
+        return (
+            f"| {title} | {n:,} | {written:,} = {written / n:.1%} | {today:,} | {cat / n:.1%} | {unknown:,} |"
+            f" {final:,} = {final / n:.1%} |"
+        )
+
+    all_cat = sum(d.category == _category(m["reason"]) for _, m, d in results)
+    all_reason = sum(d.reason == m["reason"] for _, m, d in results)
+    out = [
+        "## First sight and final accuracy",
+        "",
+        "Written by `bench/corpus_report.py --readme` from the cases and the rules now. First sight is the held-out",
+        "number: the rules' answer before any rule was changed for the case, against its label as written",
+        f"(`first_label`); the target is {_TARGET:.0%} over the last {_LAST} cases. The final answers are the",
+        "rules' now.",
+        "",
+        "| cases | count | first sight, reason (as written) | on today's labels | category | `unknown` | final |",
+        "|---|---|---|---|---|---|---|",
+        line("all real-text cases", new),
+        line(f"the last {_LAST} (cases {last[0][0].split('-')[0]} to {last[-1][0].split('-')[0]})", last),
+        "",
+        f"Whole corpus, final: reason {all_reason:,}/{len(results):,} = {all_reason / len(results):.1%}, category"
+        f" {all_cat:,}/{len(results):,} = {all_cat / len(results):.1%}.",
+        "",
+        "| reason | real-text cases | right at first sight | right now |",
+        "|---|---|---|---|",
+    ]
+    for reason, (n, first, now) in sorted(_table(new, first=True).items()):
+        out.append(f"| `{reason}` | {n} | {first} | {now} |")
+    confusion = Counter((m["reason"], m["first_sight"]) for _, m, _ in last if m["reason"] != m["first_sight"])
+    out += [
+        "",
+        f"First-sight confusion over the last {_LAST} (label, first sight, cases):",
+        "",
+        "| label | first sight | cases |",
+        "|---|---|---|",
+        *(f"| `{w}` | `{g}` | {k} |" for (w, g), k in sorted(confusion.items(), key=lambda x: (-x[1], x[0]))),
+    ]
+    return out
 
 
 def rewrite_readme(path: Path = README) -> None:
