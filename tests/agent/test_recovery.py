@@ -39,7 +39,13 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor
     import subprocess
 
     done = subprocess.run(_torchrun(tmp / "ckpt", tmp / "out"), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"the baseline run failed ({done.returncode}):\n{done.stderr[-4000:]}"
+    # Both streams, and how far each rank got: a rank once aborted here ("terminate called without an active
+    # exception", fresh CI on 2026-11-27) and stderr alone could not say where in the run.
+    got = {p.name: p.read_text() for p in sorted((tmp / "out").glob("rank*.progress"))}
+    assert done.returncode == 0, (
+        f"the baseline run failed ({done.returncode}); steps reached {got}\n"
+        f"stdout:\n{done.stdout[-2000:]}\nstderr:\n{done.stderr[-4000:]}"
+    )
     return torch.load(tmp / "out" / "final.pt", weights_only=True)["model"]
 
 
